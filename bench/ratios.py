@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Tabulate sparsepush-bench results as ratios of each kernel to its baseline.
+
+Runs the benchmark binary with --benchmark_format=json (or reads a saved JSON file) and prints
+a markdown table: each kernel's time beside its baseline's at the same d (and k), with the
+ratio kernel / baseline (below 1: the kernel is faster). Standard library only.
+
+Usage:
+  python3 bench/ratios.py --bench build/bench/sparsepush-bench [--filter REGEX] [--min-time S]
+  python3 bench/ratios.py --json results.json
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+# (kernel, baseline, whether the baseline is matched on k as well as d)
+PAIRS = [
+    ("TopK", "TopKNthElement", True),
+    ("TopK", "TopKPartialSort", True),
+    ("TopK", "ReadPass", False),
+    ("ErrorFeedback", "ErrorFeedbackPass", False),
+    ("RandomK", "ReadPass", False),
+    ("QSGD", "ReadPass", False),
+    ("Sign", "ReadPass", False),
+    ("Threshold", "ReadPass", False),
+    ("Encode", "ReadPass", False),
+    ("Decode", "ReadPass", False),
+]
+
+TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--bench", help="path to the sparsepush-bench binary to run")
+    src.add_argument("--json", help="read results from this --benchmark_format=json file")
+    p.add_argument("--filter", help="passed as --benchmark_filter")
+    p.add_argument("--min-time", type=float, help="passed as --benchmark_min_time (seconds)")
+    p.add_argument("--save", help="also write the raw JSON to this file (with --bench)")
+    return p.parse_args()
+
+
+def load(args):
+    if args.json:
+        with open(args.json, encoding="utf-8") as f:
+            return json.load(f)
+    cmd = [args.bench, "--benchmark_format=json"]
+    if args.filter:
+        cmd.append(f"--benchmark_filter={args.filter}")
+    if args.min_time is not None:
+        cmd.append(f"--benchmark_min_time={args.min_time:g}")
+    print("running: " + " ".join(cmd), file=sys.stderr)
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as f:
+            f.write(out)
+    return json.loads(out)
+
+
+def collect(data):
+    """{(kernel, args tuple): {"us": median real time, "bps": bytes/s, "wire": wire bytes}}."""
+    runs = {}
+    for b in data.get("benchmarks", []):
+        if b.get("run_type") == "aggregate" or b.get("error_occurred"):
+            continue
+        parts = b["run_name"].split("/") if "run_name" in b else b["name"].split("/")
+        kernel = parts[0].removeprefix("BM_")
+        key = (kernel, tuple(int(x) for x in parts[1:] if x.isdigit()))
+        runs.setdefault(key, []).append(b)
+    results = {}
+    for key, bs in runs.items():  # several repetitions: take the median
+        results[key] = {
+            "us": statistics.median(b["real_time"] * TO_US[b.get("time_unit", "ns")] for b in bs),
+            "bps": statistics.median(b.get("bytes_per_second", 0.0) for b in bs),
+            "wire": bs[-1].get("wire_bytes"),
+        }
+    return results
+
+
+def fmt_us(us):
+    return f"{us:,.1f}" if us < 1e4 else f"{us:,.0f}"
+
+
+def main():
+    args = parse_args()
+    data = load(args)
+    ctx = data.get("context", {})
+    print(
+        "machine: num_cpus={} mhz_per_cpu={} library_build_type={} cpu_scaling_enabled={} "
+        "host={} date={}".format(
+            ctx.get("num_cpus"), ctx.get("mhz_per_cpu"), ctx.get("library_build_type"),
+            ctx.get("cpu_scaling_enabled"), ctx.get("host_name"), ctx.get("date")))
+    print()
+
+    results = collect(data)
+    rows, slower = [], []
+    for kernel, base, by_k in PAIRS:
+        for (name, kargs), r in sorted(results.items(), key=lambda kv: kv[0][1]):
+            if name != kernel:
+                continue
+            d = kargs[0]
+            k = kargs[1] if len(kargs) > 1 else None
+            b = results.get((base, kargs if by_k else (d,)))
+            if b is None:
+                continue
+            ratio = r["us"] / b["us"]
+            wire = f"{r['wire']:,.0f}" if r["wire"] is not None else ""
+            rows.append(f"| {kernel} | {d:,} | {'' if k is None else f'{k:,}'} | {fmt_us(r['us'])} | "
+                        f"{r['bps'] / 1e9:.2f} | {wire} | {base} | {fmt_us(b['us'])} | {ratio:.2f} |")
+            if kernel == "TopK" and by_k and ratio > 1.0:
+                slower.append(f"TopK/{d}/{k} is {ratio:.2f}x slower than {base}")
+
+    if not rows:
+        print("no kernel/baseline pairs in the results (check --filter)")
+        return 1
+    print("| kernel | d | k | time (us) | GB/s of x | wire bytes | baseline | baseline (us) "
+          "| ratio (kernel / baseline) |")
+    print("|---|--:|--:|--:|--:|--:|---|--:|--:|")
+    print("\n".join(rows))
+    for line in slower:
+        print(f"\nWARNING: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the Debian bookworm packages sparsepush builds, tests and benchmarks with.
+# Idempotent: packages already present are skipped without touching the network.
+# Runs apt-get directly as root, through sudo otherwise.
+set -euo pipefail
+packages=(
+  g++ cmake make pkg-config
+  libeigen3-dev xtensor-dev xtl-dev libxsimd-dev   # adapters (optional for users, tested here)
+  catch2 librandom123-dev zlib1g-dev                # tests
+  libbenchmark-dev                                  # microbenchmarks
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

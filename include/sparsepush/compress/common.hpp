@@ -1,0 +1,137 @@
+// sparsepush/compress/common.hpp: what every compressor shares: the compressor concept
+// (compress(span<const T> v, message& q, const context&)), k given as a count or a fraction of d,
+// input validation (finite values, sizes that fit the wire format) and index-section finishing.
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "../config.hpp"
+#include "../message.hpp"
+#include "../tensor.hpp"
+#include "values.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// A compressor policy for element type T: q = C(v) written into a message.
+template <class C, class T>
+concept compressor_for = tensor_element<T> && requires(const C& c, std::span<const T> v, message& m,
+                                                       const context& ctx) {
+  { c.compress(v, m, ctx) } -> std::same_as<void>;
+};
+
+/// A compressor usable on both float and double tensors.
+template <class C>
+concept compressor = compressor_for<C, float> && compressor_for<C, double>;
+
+/// How many values a sparsifier keeps: an absolute count, or a fraction of d in (0, 1]
+/// (rounded to nearest, at least 1).
+class k_spec {
+ public:
+  constexpr k_spec() = default;
+  static k_spec count(std::size_t k) {
+    if (k == 0) throw config_error("k must be at least 1, got 0");
+    k_spec s;
+    s.count_ = k;
+    return s;
+  }
+  static k_spec fraction(double f) {
+    if (!(f > 0.0 && f <= 1.0))
+      throw config_error("k fraction must be in (0, 1], got " + std::to_string(f));
+    k_spec s;
+    s.fraction_ = f;
+    return s;
+  }
+  bool is_fraction() const noexcept { return count_ == 0; }
+  double fraction_value() const noexcept { return fraction_; }
+  std::size_t count_value() const noexcept { return count_; }
+
+  /// k for a vector of d elements; a count above d is an error naming both.
+  std::size_t resolve(std::size_t d, const context& ctx) const {
+    if (count_ == 0) {
+      const double k = std::round(fraction_ * static_cast<double>(d));
+      return std::max<std::size_t>(1, std::min(d, static_cast<std::size_t>(k)));
+    }
+    if (count_ > d)
+      throw config_error("k = " + std::to_string(count_) + " exceeds the tensor size d = " +
+                         std::to_string(d) + " at " + ctx.where());
+    return count_;
+  }
+
+  std::string to_string() const {
+    return count_ ? std::to_string(count_) : std::to_string(fraction_);
+  }
+
+ private:
+  std::size_t count_ = 0;
+  double fraction_ = 0.01;
+};
+
+namespace detail {
+
+/// Reject a vector the wire format cannot describe, and empty vectors.
+inline void check_dim(std::size_t d, const context& ctx) {
+  if (d == 0) throw size_error("cannot compress an empty tensor at " + ctx.where());
+  if (d > std::numeric_limits<std::uint32_t>::max())
+    throw size_error("tensor of " + std::to_string(d) + " elements exceeds the 2^32-1 limit of "
+                     "a message at " + ctx.where());
+}
+
+[[noreturn]] inline void throw_non_finite(double value, std::size_t index, const context& ctx,
+                                          const char* what) {
+  throw non_finite_error(std::string(what) + " holds " + (std::isnan(value) ? "NaN" : "Inf") +
+                             " at index " + std::to_string(index) + " (" + ctx.where() + ")",
+                         index);
+}
+
+/// Throw non_finite_error naming the first NaN/Inf of v.
+template <tensor_element T>
+void check_finite(std::span<const T> v, const context& ctx, const char* what = "input") {
+  bool ok = true;
+  for (const T x : v) ok &= std::isfinite(x);  // branch-free scan; locate only on failure
+  if (ok) return;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) throw_non_finite(static_cast<double>(v[i]), i, ctx, what);
+}
+
+/// Choose the wire encoding of a sparse message's ascending indices.
+inline void finish_indices(message& m, index_encoding want) {
+  if (want == index_encoding::automatic || want == index_encoding::dense)
+    want = delta_varint_bytes(m.indices) <= 4 * m.indices.size() ? index_encoding::delta_varint
+                                                                 : index_encoding::raw_u32;
+  m.index_enc = want;
+  m.count = static_cast<std::uint32_t>(m.indices.size());
+}
+
+/// Fill m as a dense message over all of v.
+template <tensor_element T>
+void compress_dense(std::span<const T> v, const value_codec& codec, message& m,
+                    const context& ctx) {
+  m.dim = static_cast<std::uint32_t>(v.size());
+  m.count = m.dim;
+  m.index_enc = index_encoding::dense;
+  m.indices.clear();
+  encode_values<T>(codec, [v](std::size_t j) { return v[j]; }, m, ctx);
+}
+
+/// Fill m's values from v at m.indices, each times `factor`.
+template <tensor_element T>
+void compress_selected(std::span<const T> v, const value_codec& codec, T factor, message& m,
+                       const context& ctx) {
+  const std::uint32_t* idx = m.indices.data();
+  if (factor == T(1))
+    encode_values<T>(codec, [v, idx](std::size_t j) { return v[idx[j]]; }, m, ctx);
+  else
+    encode_values<T>(codec, [v, idx, factor](std::size_t j) { return v[idx[j]] * factor; }, m,
+                     ctx);
+}
+
+}  // namespace detail
+}  // namespace v0
+}  // namespace sparsepush

@@ -1,0 +1,159 @@
+// sparsepush/compress/compose.hpp: a runtime-chosen compressor (a variant of the policies) and
+// the spec strings that name one, for command lines and configs:
+//   identity | top-k:F | random-k:F | random-k-unbiased:F | threshold:F | qsgd:S | sign
+// where F is a fraction in (0, 1] ("0.01") or a count ("1000"), optionally followed by
+// "+fp32" "+fp16" "+bf16" "+int8" "+sign" "+qsgd:S" (the value encoding of the kept values)
+// and "+u32" / "+varint" (the index encoding). Example: "top-k:0.001+int8".
+#pragma once
+
+#include <charconv>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "../error_feedback.hpp"
+#include "identity.hpp"
+#include "qsgd.hpp"
+#include "random_k.hpp"
+#include "sign.hpp"
+#include "threshold.hpp"
+#include "top_k.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Any of the built-in compressors, chosen at run time.
+class any_compressor {
+ public:
+  using variant_type = std::variant<identity, top_k, random_k, threshold_k, qsgd, scaled_sign>;
+
+  any_compressor() = default;
+  template <class C>
+    requires std::is_constructible_v<variant_type, C>
+  any_compressor(C c) : impl_(std::move(c)) {}  // NOLINT: implicit by design
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    std::visit([&](const auto& c) { c.compress(v, out, ctx); }, impl_);
+  }
+
+  template <tensor_element T>
+  void compress_feedback(std::span<const T> x, std::span<T> e, message& out,
+                         const context& ctx) const {
+    std::visit([&](const auto& c) { compress_with_feedback<T>(c, x, e, out, ctx); }, impl_);
+  }
+
+  const variant_type& get() const noexcept { return impl_; }
+
+ private:
+  variant_type impl_{identity{}};
+};
+
+namespace detail {
+
+inline double parse_number(std::string_view s, std::string_view spec) {
+  double v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
+    throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(s) +
+                       "' is not a number");
+  return v;
+}
+
+inline k_spec parse_k(std::string_view s, std::string_view spec) {
+  if (s.empty())
+    throw config_error("compressor spec '" + std::string(spec) +
+                       "': missing k (a fraction such as 0.01 or a count such as 1000)");
+  const double v = parse_number(s, spec);
+  if (s.find_first_of(".eE") == std::string_view::npos) {
+    if (v < 1) throw config_error("compressor spec '" + std::string(spec) + "': k must be >= 1");
+    return k_spec::count(static_cast<std::size_t>(v));
+  }
+  if (!(v > 0.0 && v <= 1.0))
+    throw config_error("compressor spec '" + std::string(spec) + "': fraction " + std::string(s) +
+                       " is outside (0, 1]");
+  return k_spec::fraction(v);
+}
+
+inline std::uint16_t parse_levels(std::string_view s, std::string_view spec) {
+  const double v = parse_number(s, spec);
+  if (v < 1 || v > max_qsgd_levels || v != static_cast<double>(static_cast<long>(v)))
+    throw config_error("compressor spec '" + std::string(spec) + "': qsgd levels must be an "
+                       "integer in [1, " + std::to_string(max_qsgd_levels) + "], got " +
+                       std::string(s));
+  return static_cast<std::uint16_t>(v);
+}
+
+}  // namespace detail
+
+/// Parse a compressor spec string (see the header comment); errors name the bad part.
+inline any_compressor parse_compressor(std::string_view spec) {
+  std::vector<std::string_view> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t plus = spec.find('+', at);
+    parts.push_back(spec.substr(at, plus == std::string_view::npos ? plus : plus - at));
+    if (plus == std::string_view::npos) break;
+    at = plus + 1;
+  }
+  auto split = [](std::string_view p) {
+    const std::size_t colon = p.find(':');
+    return std::pair{p.substr(0, colon),
+                     colon == std::string_view::npos ? std::string_view{} : p.substr(colon + 1)};
+  };
+  value_codec codec{};
+  index_encoding idx = index_encoding::automatic;
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const auto [name, arg] = split(parts[i]);
+    if (name == "fp32") codec = {value_encoding::f32, 0};
+    else if (name == "fp64") codec = {value_encoding::f64, 0};
+    else if (name == "fp16") codec = {value_encoding::f16, 0};
+    else if (name == "bf16") codec = {value_encoding::bf16, 0};
+    else if (name == "int8") codec = {value_encoding::i8, 0};
+    else if (name == "sign") codec = {value_encoding::sign, 0};
+    else if (name == "qsgd") codec = {value_encoding::qsgd, detail::parse_levels(arg, spec)};
+    else if (name == "u32") idx = index_encoding::raw_u32;
+    else if (name == "varint") idx = index_encoding::delta_varint;
+    else
+      throw config_error("compressor spec '" + std::string(spec) + "': unknown suffix '+" +
+                         std::string(parts[i]) +
+                         "' (value encodings: fp32 fp64 fp16 bf16 int8 sign qsgd:S; index "
+                         "encodings: u32 varint)");
+  }
+  const auto [name, arg] = split(parts[0]);
+  auto no_arg = [&, name = name, arg = arg]() {
+    if (!arg.empty())
+      throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(name) +
+                         "' takes no argument");
+  };
+  auto dense_only = [&, name = name]() {
+    if (idx != index_encoding::automatic)
+      throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(name) +
+                         "' is dense and has no index encoding");
+  };
+  if (name == "identity" || name == "none") {
+    no_arg();
+    dense_only();
+    return identity{codec};
+  }
+  if (name == "top-k") return top_k{detail::parse_k(arg, spec), codec, idx};
+  if (name == "random-k") return random_k{detail::parse_k(arg, spec), false, codec, idx};
+  if (name == "random-k-unbiased") return random_k{detail::parse_k(arg, spec), true, codec, idx};
+  if (name == "threshold") return threshold_k{detail::parse_k(arg, spec), 256, codec, idx};
+  if (name == "qsgd" || name == "sign") {
+    if (parts.size() > 1)
+      throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(name) +
+                         "' fixes its own value encoding; use identity+" + std::string(name) +
+                         " or a sparsifier+" + std::string(name));
+    if (name == "sign") {
+      no_arg();
+      return scaled_sign{};
+    }
+    return qsgd{detail::parse_levels(arg, spec)};
+  }
+  throw config_error("compressor spec '" + std::string(spec) + "': unknown compressor '" +
+                     std::string(name) +
+                     "' (known: identity, top-k, random-k, random-k-unbiased, threshold, qsgd, sign)");
+}
+
+}  // namespace v0
+}  // namespace sparsepush

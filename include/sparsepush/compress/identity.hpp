@@ -1,0 +1,25 @@
+// sparsepush/compress/identity.hpp: C(v) = v, every coordinate sent (dense), by default in the
+// tensor's own precision so that SGP / D-PSGD reductions hold bit for bit. A value encoding
+// other than native gives plain low-precision gossip (e.g. identity + fp16).
+#pragma once
+
+#include "common.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Send every coordinate.
+struct identity {
+  value_codec values{};
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    values.validate();
+    detail::check_dim(v.size(), ctx);
+    detail::check_finite(v, ctx);
+    detail::compress_dense(v, values, out, ctx);
+  }
+};
+
+}  // namespace v0
+}  // namespace sparsepush

@@ -1,0 +1,26 @@
+// sparsepush/compress/qsgd.hpp: QSGD with s levels over the whole vector (Alistarh et al. 2017):
+// q_l = ||v||_2 * sign(v_l) * xi_l / s, xi_l the stochastic rounding of |v_l| s / ||v||_2 to an
+// integer level, so E[q] = v. Randomness is keyed by (seed, node, round, coordinate).
+#pragma once
+
+#include "common.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Dense QSGD quantization with `levels` levels (wire: 1 + bit_width(levels) bits a value).
+struct qsgd {
+  std::uint16_t levels = 16;
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    const value_codec codec{value_encoding::qsgd, levels};
+    codec.validate();
+    detail::check_dim(v.size(), ctx);
+    detail::check_finite(v, ctx);
+    detail::compress_dense(v, codec, out, ctx);
+  }
+};
+
+}  // namespace v0
+}  // namespace sparsepush

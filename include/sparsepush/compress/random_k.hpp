@@ -1,0 +1,66 @@
+// sparsepush/compress/random_k.hpp: random-K, k coordinates chosen uniformly without
+// replacement (Floyd's algorithm, O(k) draws) from the stream keyed by (seed, node, round), so
+// every node and round draws its own set, reproducibly. The unbiased variant scales the kept
+// values by d/k (E[q] = v); the biased one sends them as they are (E[q] = (k/d) v).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "../detail/philox.hpp"
+#include "common.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+namespace detail {
+
+/// k distinct coordinates of [0, d), ascending, uniformly at random (Floyd's algorithm).
+inline void random_indices(std::size_t d, std::size_t k, const context& ctx,
+                           std::vector<std::uint32_t>& out) {
+  thread_local std::vector<std::uint64_t> taken;  // all-zero between calls
+  if (taken.size() < (d + 63) / 64) taken.resize((d + 63) / 64, 0);
+  const counter_rng rng(ctx.seed, ctx.node, ctx.round, rng_stream::random_k);
+  out.clear();
+  out.reserve(k);
+  auto test_and_set = [&](std::uint32_t i) {
+    const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+    const bool was = taken[i >> 6] & bit;
+    taken[i >> 6] |= bit;
+    return was;
+  };
+  for (std::size_t j = d - k; j < d; ++j) {
+    const auto jj = static_cast<std::uint32_t>(j);
+    const std::uint32_t t = rng.uniform_int(jj, jj);
+    out.push_back(test_and_set(t) ? (test_and_set(jj), jj) : t);
+  }
+  for (std::uint32_t i : out) taken[i >> 6] = 0;
+  std::sort(out.begin(), out.end());
+}
+
+}  // namespace detail
+
+/// k uniformly random coordinates; `unbiased` scales them by d/k.
+struct random_k {
+  k_spec k = k_spec::fraction(0.01);
+  bool unbiased = false;
+  value_codec values{};
+  index_encoding indices = index_encoding::automatic;
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    values.validate();
+    detail::check_dim(v.size(), ctx);
+    const std::size_t kk = k.resolve(v.size(), ctx);
+    detail::check_finite(v, ctx);
+    detail::random_indices(v.size(), kk, ctx, out.indices);
+    out.dim = static_cast<std::uint32_t>(v.size());
+    detail::finish_indices(out, indices);
+    const T factor = unbiased ? static_cast<T>(static_cast<double>(v.size()) / static_cast<double>(kk))
+                              : T(1);
+    detail::compress_selected<T>(v, values, factor, out, ctx);
+  }
+};
+
+}  // namespace v0
+}  // namespace sparsepush

@@ -1,0 +1,21 @@
+// sparsepush/compress/sign.hpp: scaled sign, C(v) = (||v||_1 / d) * sign(v) (as EF-SignSGD,
+// Karimireddy et al. 2019), one bit per coordinate plus a 4-byte scale. sign(0) is taken as +.
+#pragma once
+
+#include "common.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Dense scaled sign.
+struct scaled_sign {
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    detail::check_dim(v.size(), ctx);
+    detail::check_finite(v, ctx);
+    detail::compress_dense(v, value_codec{value_encoding::sign, 0}, out, ctx);
+  }
+};
+
+}  // namespace v0
+}  // namespace sparsepush

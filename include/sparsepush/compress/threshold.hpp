@@ -1,0 +1,78 @@
+// sparsepush/compress/threshold.hpp: approximate top-K in one pass, as Deep Gradient
+// Compression (Lin et al. 2018): estimate the k-th largest magnitude tau from a random sample of
+// coordinates (about 256 k-th-quantile hits), then send every coordinate with |v_i| >= tau (and |v_i| > 0). The count is close
+// to k, not exact; when a poor estimate selects more than 2k, an exact top-k of the selected
+// finishes (DGC's hierarchical selection), so a message never exceeds 2k values.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "../detail/philox.hpp"
+#include "top_k.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Sample-estimated threshold sparsifier (about k values a message).
+struct threshold_k {
+  k_spec k = k_spec::fraction(0.01);
+  /// Expected sampled coordinates above tau: the sample size is m = sample_hits * d / k (at most
+  /// d), so the kept count has a relative spread of about 1 / sqrt(sample_hits).
+  std::uint32_t sample_hits = 256;
+  value_codec values{};
+  index_encoding indices = index_encoding::automatic;
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    using K = detail::magnitude_key<T>;
+    values.validate();
+    if (sample_hits == 0) throw config_error("threshold sample_hits must be at least 1");
+    const std::size_t d = v.size();
+    detail::check_dim(d, ctx);
+    const std::size_t kk = k.resolve(d, ctx);
+
+    // Estimate tau: the ceil(m k / d)-th largest magnitude key of m sampled coordinates.
+    const std::size_t m =
+        static_cast<std::size_t>(std::min<double>(static_cast<double>(d), std::ceil(double(sample_hits) * double(d) / double(kk))));
+    const detail::counter_rng rng(ctx.seed, ctx.node, ctx.round, detail::rng_stream::threshold_sample);
+    thread_local std::vector<K> keys;
+    keys.resize(m);
+    const auto last = static_cast<std::uint32_t>(d - 1);
+    for (std::size_t s = 0; s < m; ++s)
+      keys[s] = detail::key_of(v[m == d ? s : rng.uniform_int(static_cast<std::uint32_t>(s), last)]);
+    const std::size_t r = std::clamp<std::size_t>((m * kk + d - 1) / d, 1, m);
+    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r - 1), keys.end(),
+                     std::greater<K>{});
+    const K tau = std::max<K>(keys[r - 1], 1);
+
+    // One pass: keep |v| >= tau, detect NaN/Inf.
+    thread_local std::vector<std::uint32_t> sel;
+    sel.clear();
+    K bad = 0;
+    for (std::size_t i = 0; i < d; ++i) {
+      const K key = detail::key_of(v[i]);
+      bad |= static_cast<K>(key >= detail::inf_key<T>);
+      if (key >= tau) sel.push_back(static_cast<std::uint32_t>(i));
+    }
+    if (bad) detail::check_finite(v, ctx);
+    if (sel.size() > 2 * kk) {  // estimate far too low: exact top-k among the selected
+      thread_local std::vector<std::pair<K, std::uint32_t>> cand;
+      cand.resize(sel.size());
+      for (std::size_t j = 0; j < sel.size(); ++j) cand[j] = {detail::key_of(v[sel[j]]), sel[j]};
+      std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(),
+                       detail::select_before<K>);
+      sel.resize(kk);
+      for (std::size_t j = 0; j < kk; ++j) sel[j] = cand[j].second;
+      std::sort(sel.begin(), sel.end());
+    }
+    out.indices.assign(sel.begin(), sel.end());
+    out.dim = static_cast<std::uint32_t>(d);
+    detail::finish_indices(out, indices);
+    detail::compress_selected<T>(v, values, T(1), out, ctx);
+  }
+};
+
+}  // namespace v0
+}  // namespace sparsepush

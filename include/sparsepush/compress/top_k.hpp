@@ -1,0 +1,200 @@
+// sparsepush/compress/top_k.hpp: exact top-K by magnitude; ties go to the lower index.
+// Contraction: ||C(v) - v||^2 <= (1 - k/d) ||v||^2. Selection is a radix select on the bit
+// pattern of |v| (monotone in |v| for IEEE floats): pass 1 builds a 2^16-bin histogram of the
+// top key bits and detects NaN/Inf, pass 2 collects the indices above the boundary bin and the
+// candidates inside it; an O(candidates) nth_element finishes. With error feedback, pass 1 reads
+// v = x + e on the fly and pass 2 writes e = v, so v is never materialised separately.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+namespace detail {
+
+template <class T>
+using magnitude_key = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+
+template <class T>
+inline constexpr magnitude_key<T> abs_mask = static_cast<magnitude_key<T>>(~magnitude_key<T>{0} >> 1);
+
+template <class T>
+inline constexpr magnitude_key<T> inf_key = sizeof(T) == 8 ? magnitude_key<T>(0x7FF0000000000000ull)
+                                                           : magnitude_key<T>(0x7F800000u);
+
+inline constexpr unsigned top_k_hist_bits = 16;
+
+template <class T>
+inline constexpr unsigned top_k_shift = sizeof(T) * 8 - 1 - top_k_hist_bits;
+
+/// Below this size a plain nth_element over (key, index) beats the histogram's fixed cost.
+inline constexpr std::size_t top_k_small_d = 8192;
+
+template <class T>
+constexpr magnitude_key<T> key_of(T v) noexcept {
+  return std::bit_cast<magnitude_key<T>>(v) & abs_mask<T>;
+}
+
+template <class T>
+struct top_k_workspace {
+  std::vector<std::uint32_t> hist;
+  std::vector<std::pair<magnitude_key<T>, std::uint32_t>> cand;
+  std::vector<std::uint32_t> chosen;
+};
+
+/// Per-thread scratch, so concurrent nodes never share buffers and repeated calls reuse them.
+template <class T>
+top_k_workspace<T>& top_k_scratch() {
+  thread_local top_k_workspace<T> ws;
+  return ws;
+}
+
+/// Order of selection: larger magnitude first, then lower index.
+template <class K>
+constexpr bool select_before(const std::pair<K, std::uint32_t>& a,
+                             const std::pair<K, std::uint32_t>& b) noexcept {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+/// Indices (ascending) of the k largest |v|, v = x (+ e when Feedback). With Feedback, e is
+/// overwritten by v, but only after every element was checked finite.
+template <tensor_element T, bool Feedback>
+void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vector<std::uint32_t>& out,
+                   const context& ctx) {
+  using K = magnitude_key<T>;
+  const std::size_t d = x.size();
+  auto v_at = [&](std::size_t i) -> T {
+    if constexpr (Feedback) return x[i] + e[i];
+    else return x[i];
+  };
+  auto fail_non_finite = [&]() {
+    for (std::size_t i = 0; i < d; ++i)
+      if (!std::isfinite(v_at(i)))
+        throw_non_finite(static_cast<double>(v_at(i)), i, ctx, Feedback ? "x + e" : "input");
+  };
+  auto& ws = top_k_scratch<T>();
+
+  if (d <= top_k_small_d) {
+    auto& c = ws.cand;
+    c.resize(d);
+    bool bad = false;
+    for (std::size_t i = 0; i < d; ++i) {
+      const K key = key_of(v_at(i));
+      bad |= key >= inf_key<T>;
+      c[i] = {key, static_cast<std::uint32_t>(i)};
+    }
+    if (bad) fail_non_finite();
+    out.resize(k);
+    if constexpr (Feedback)
+      for (std::size_t i = 0; i < d; ++i) e[i] = x[i] + e[i];
+    if (k < d) std::nth_element(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(), select_before<K>);
+    for (std::size_t j = 0; j < k; ++j) out[j] = c[j].second;
+    std::sort(out.begin(), out.end());
+    return;
+  }
+
+  // Pass 1: histogram of the top 16 bits of the magnitude key, NaN/Inf detection.
+  constexpr unsigned shift = top_k_shift<T>;
+  auto& hist = ws.hist;
+  hist.assign(std::size_t{1} << top_k_hist_bits, 0);
+  std::uint32_t* h = hist.data();
+  K any_bad = 0;
+  for (std::size_t i = 0; i < d; ++i) {
+    const K key = key_of(v_at(i));
+    any_bad |= static_cast<K>(key >= inf_key<T>);
+    ++h[key >> shift];
+  }
+  if (any_bad) fail_non_finite();
+  out.resize(k);  // nothing below throws (but bad_alloc before e is touched)
+
+  // Boundary bin: the bin holding the k-th largest key.
+  std::size_t above = 0;
+  std::size_t b = hist.size() - 1;
+  for (;; --b) {
+    if (above + h[b] >= k) break;
+    above += h[b];
+  }
+  const std::size_t need = k - above;
+  const std::size_t in_bin = h[b];
+
+  // Pass 2: every index above the boundary bin is in; those inside it are candidates.
+  auto& cand = ws.cand;
+  cand.resize(in_bin);
+  auto& definite = ws.chosen;
+  definite.resize(above);
+  std::size_t nd = 0, nc = 0;
+  std::uint32_t* defp = definite.data();
+  auto* candp = cand.data();
+  const K bb = static_cast<K>(b);
+  for (std::size_t i = 0; i < d; ++i) {
+    const T v = v_at(i);
+    if constexpr (Feedback) e[i] = v;
+    const K key = key_of(v);
+    const K bin = key >> shift;
+    if (bin > bb) {
+      defp[nd++] = static_cast<std::uint32_t>(i);
+    } else if (bin == bb) {
+      candp[nc++] = {key, static_cast<std::uint32_t>(i)};
+    }
+  }
+
+  // Finish inside the boundary bin, then merge the two ascending lists.
+  if (need < in_bin) {
+    std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(need), cand.end(),
+                     select_before<K>);
+    std::sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(need),
+              [](const auto& a, const auto& c) { return a.second < c.second; });
+  }
+  std::size_t a = 0, c = 0, o = 0;
+  while (a < above && c < need) out[o++] = defp[a] < candp[c].second ? defp[a++] : candp[c++].second;
+  while (a < above) out[o++] = defp[a++];
+  while (c < need) out[o++] = candp[c++].second;
+}
+
+}  // namespace detail
+
+/// Exact top-K by magnitude, ties to the lower index; values in any value encoding.
+struct top_k {
+  k_spec k = k_spec::fraction(0.01);
+  value_codec values{};
+  index_encoding indices = index_encoding::automatic;
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    const std::size_t kk = prepare(v.size(), ctx);
+    detail::top_k_indices<T, false>(v, {}, kk, out.indices, ctx);
+    finish(v, out, ctx);
+  }
+
+  /// Fused error feedback: v = x + e; q = C(v); e = v - q (see error_feedback.hpp).
+  template <tensor_element T>
+  void compress_feedback(std::span<const T> x, std::span<T> e, message& out,
+                         const context& ctx) const {
+    const std::size_t kk = prepare(x.size(), ctx);
+    detail::top_k_indices<T, true>(x, e, kk, out.indices, ctx);  // throws before any write
+    finish(std::span<const T>(e), out, ctx);
+    for_each_value<T>(out, [e](std::uint32_t i, T q) { e[i] -= q; });
+  }
+
+ private:
+  std::size_t prepare(std::size_t d, const context& ctx) const {
+    values.validate();
+    detail::check_dim(d, ctx);
+    return k.resolve(d, ctx);
+  }
+  template <tensor_element T>
+  void finish(std::span<const T> v, message& out, const context& ctx) const {
+    out.dim = static_cast<std::uint32_t>(v.size());
+    detail::finish_indices(out, indices);
+    detail::compress_selected<T>(v, values, T(1), out, ctx);
+  }
+};
+
+}  // namespace v0
+}  // namespace sparsepush

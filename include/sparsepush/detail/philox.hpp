@@ -1,0 +1,91 @@
+// sparsepush/detail/philox.hpp: the Philox4x32-10 counter-based generator (Salmon, Moraes,
+// Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011), written from the paper's
+// definition and checked bit-for-bit against Random123 in tests/test_random.cpp. Keeping our own
+// copy means the core headers need no third-party include.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace sparsepush {
+inline namespace v0 {
+namespace detail {
+
+using philox_counter = std::array<std::uint32_t, 4>;
+using philox_key = std::array<std::uint32_t, 2>;
+
+inline constexpr std::uint32_t philox_m0 = 0xD2511F53u;
+inline constexpr std::uint32_t philox_m1 = 0xCD9E8D57u;
+inline constexpr std::uint32_t philox_w0 = 0x9E3779B9u;
+inline constexpr std::uint32_t philox_w1 = 0xBB67AE85u;
+
+/// Ten rounds of Philox4x32 on counter c under key k.
+constexpr philox_counter philox4x32_10(philox_counter c, philox_key k) noexcept {
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k[0] += philox_w0;
+      k[1] += philox_w1;
+    }
+    const std::uint64_t p0 = std::uint64_t{philox_m0} * c[0];
+    const std::uint64_t p1 = std::uint64_t{philox_m1} * c[2];
+    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<std::uint32_t>(p1),
+         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<std::uint32_t>(p0)};
+  }
+  return c;
+}
+
+/// Independent streams of one (seed, node, round): each random decision of a compressor uses
+/// its own stream tag so that, e.g., random-K's indices and QSGD's rounding never share bits.
+enum class rng_stream : std::uint32_t {
+  random_k = 1,
+  qsgd = 2,
+  threshold_sample = 3,
+};
+
+/// Counter-based random numbers keyed by (seed, node, round, stream); draw(i) is a pure function
+/// of its position i, so any thread may draw any position in any order.
+class counter_rng {
+ public:
+  constexpr counter_rng(std::uint64_t seed, std::uint32_t node, std::uint32_t round,
+                        rng_stream stream) noexcept
+      : key_{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)},
+        node_(node),
+        round_(round),
+        stream_(static_cast<std::uint32_t>(stream)) {}
+
+  /// Four independent 32-bit words for block b (positions 4b .. 4b+3).
+  constexpr philox_counter block(std::uint32_t b) const noexcept {
+    return philox4x32_10({b, round_, node_, stream_}, key_);
+  }
+
+  /// A uniform 64-bit word for position i (two words of block i).
+  constexpr std::uint64_t bits64(std::uint32_t i) const noexcept {
+    const auto w = block(i);
+    return (std::uint64_t{w[0]} << 32) | w[1];
+  }
+
+  /// A uniform integer in [0, bound] for position i (bound < 2^32; bias below 2^-32).
+  constexpr std::uint32_t uniform_int(std::uint32_t i, std::uint32_t bound) const noexcept {
+    // floor(x * (bound + 1) / 2^64) for a 64-bit x, computed exactly in 64-bit pieces.
+    const std::uint64_t x = bits64(i);
+    const std::uint64_t m = std::uint64_t{bound} + 1;  // <= 2^32
+    const std::uint64_t lo = (x & 0xFFFFFFFFu) * m;
+    const std::uint64_t hi = (x >> 32) * m;
+    return static_cast<std::uint32_t>((hi + (lo >> 32)) >> 32);
+  }
+
+ private:
+  philox_key key_;
+  std::uint32_t node_;
+  std::uint32_t round_;
+  std::uint32_t stream_;
+};
+
+/// A 32-bit word mapped to [0, 1) with 24 bits of resolution (exact in float and double).
+constexpr double unit_interval(std::uint32_t w) noexcept {
+  return static_cast<double>(w >> 8) * (1.0 / 16777216.0);
+}
+
+}  // namespace detail
+}  // namespace v0
+}  // namespace sparsepush

@@ -1,0 +1,74 @@
+// sparsepush/error_feedback.hpp: error-compensated compression (as DeepSqueeze / EF-SGD):
+//   v = x + e;   q = C(v);   e <- v - q.
+// Compressors with a fused path (top-K) do it in two streaming passes without materialising v;
+// the others compute v into per-thread scratch, compress it, then write e. Either way a throw
+// (bad size, NaN/Inf, bad k) leaves e and the message as they were.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compress/common.hpp"
+#include "tensor.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Error-compensated compression over spans: v = x + e; q = C(v); e = v - q.
+template <tensor_element T, compressor_for<T> C>
+void compress_with_feedback(const C& c, std::span<const T> x, std::span<T> e, message& q,
+                            const context& ctx) {
+  if (x.size() != e.size())
+    throw size_error("error feedback: x has " + std::to_string(x.size()) +
+                     " elements but the residual e has " + std::to_string(e.size()) + " at " +
+                     ctx.where());
+  if constexpr (requires { c.compress_feedback(x, e, q, ctx); }) {
+    c.compress_feedback(x, e, q, ctx);
+  } else {
+    thread_local std::vector<T> v;
+    v.resize(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) v[i] = x[i] + e[i];
+    c.compress(std::span<const T>(v), q, ctx);  // validates v; throws before e is written
+    std::copy(v.begin(), v.end(), e.begin());
+    for_each_value<T>(q, [e](std::uint32_t i, T qi) { e[i] -= qi; });
+  }
+}
+
+/// Error-compensated compression over any tensors: x read, e updated in place.
+template <class X, class E, class C>
+  requires flat_tensor<X> && mutable_flat_tensor<E&>
+void compress_with_feedback(const C& c, const X& x, E& e, message& q, const context& ctx) {
+  using T = tensor_value_t<X>;
+  static_assert(std::is_same_v<T, tensor_value_t<E>>,
+                "sparsepush: x and the residual e must have the same element type");
+  static_assert(compressor_for<C, T>, "sparsepush: C is not a compressor for this element type "
+                                      "(it needs compress(std::span<const T>, message&, const context&))");
+  compress_with_feedback<T>(c, as_const_span(x), as_span(e), q, ctx);
+}
+
+/// One node's residual e (starts at zero) and the step v = x + e; q = C(v); e = v - q.
+template <tensor_element T>
+class error_feedback {
+ public:
+  explicit error_feedback(std::size_t d) : residual_(d, T(0)) {}
+
+  /// Compress x with feedback into q; the residual keeps what q did not carry.
+  template <class C, class X>
+    requires flat_tensor<X>
+  void step(const C& c, const X& x, message& q, const context& ctx) {
+    compress_with_feedback<T>(c, as_const_span(x), std::span<T>(residual_), q, ctx);
+  }
+
+  std::span<const T> residual() const noexcept { return residual_; }
+  std::span<T> residual() noexcept { return residual_; }
+  void reset() { std::fill(residual_.begin(), residual_.end(), T(0)); }
+  std::size_t size() const noexcept { return residual_.size(); }
+  /// Bytes of state this accumulator keeps.
+  std::size_t state_bytes() const noexcept { return residual_.size() * sizeof(T); }
+
+ private:
+  std::vector<T> residual_;
+};
+
+}  // namespace v0
+}  // namespace sparsepush

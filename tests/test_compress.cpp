@@ -1,0 +1,333 @@
+// Tests of the compressors (compress/*.hpp) against naive references and statistical bounds.
+#include <catch2/catch.hpp>
+#include <limits>
+#include <sparsepush/sparsepush.hpp>
+#include <string>
+#include <thread>
+
+#include "test_util.hpp"
+
+using namespace sparsepush;
+
+namespace {
+template <class T>
+std::vector<std::uint32_t> top_k_of(const std::vector<T>& v, std::size_t k) {
+  message m;
+  top_k{k_spec::count(k)}.compress(std::span<const T>(v), m, {1, 2, 3});
+  REQUIRE(m.count == k);
+  REQUIRE(m.dim == v.size());
+  // values carried are exactly v at the indices (native encoding)
+  for (std::size_t j = 0; j < k; ++j) REQUIRE(m.value_at<T>(j) == v[m.indices[j]]);
+  return m.indices;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("top-K equals a sort-based reference on many inputs", "[compress]", float, double) {
+  using T = TestType;
+  // sizes on both sides of the histogram path threshold
+  for (std::size_t d : {1u, 2u, 7u, 100u, 5000u, 8193u, 20000u, 70001u}) {
+    for (unsigned seed = 0; seed < 3; ++seed) {
+      std::vector<std::vector<T>> inputs;
+      inputs.push_back(test::gaussian<T>(d, seed));
+      auto neg = test::gaussian<T>(d, seed + 10);
+      for (auto& x : neg) x = -std::abs(x);
+      inputs.push_back(neg);
+      std::vector<T> tied(d);  // few distinct magnitudes, both signs: heavy ties
+      std::mt19937 g(seed);
+      for (auto& x : tied) x = static_cast<T>(static_cast<int>(g() % 7) - 3);
+      inputs.push_back(tied);
+      inputs.push_back(std::vector<T>(d, T(0)));  // all zero: the first k indices
+      std::vector<T> denorm(d);  // denormals mixed with zeros and -0
+      for (std::size_t i = 0; i < d; ++i)
+        denorm[i] = (i % 3 == 0) ? T(-0.0)
+                                 : std::numeric_limits<T>::denorm_min() * static_cast<T>(g() % 1000);
+      inputs.push_back(denorm);
+      std::vector<T> wide(d);  // magnitudes spanning the exponent range
+      for (std::size_t i = 0; i < d; ++i)
+        wide[i] = std::ldexp(T(1) + T(g() % 100) / 100, static_cast<int>(g() % 200) - 100);
+      inputs.push_back(wide);
+      for (const auto& v : inputs)
+        for (std::size_t k : {std::size_t{1}, d / 1000 + 1, d / 10 + 1, d / 2 + 1, d}) {
+          k = std::min(k, d);
+          REQUIRE(top_k_of(v, k) == test::reference_top_k(v, k));
+        }
+    }
+  }
+}
+
+TEST_CASE("top-K is a delta-contraction with delta = k/d", "[compress]") {
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    const std::size_t d = 1000 + 997 * seed;
+    const auto v = test::gaussian<double>(d, seed, 0.1 + seed);
+    for (double f : {0.001, 0.01, 0.1, 0.5}) {
+      message m;
+      top_k{k_spec::fraction(f)}.compress(std::span<const double>(v), m, {});
+      const auto q = test::dense<double>(m);
+      std::vector<double> diff(d);
+      for (std::size_t i = 0; i < d; ++i) diff[i] = q[i] - v[i];
+      const double delta = static_cast<double>(m.count) / static_cast<double>(d);
+      REQUIRE(test::norm2sq(diff) <= (1.0 - delta) * test::norm2sq(v) * (1 + 1e-12));
+    }
+  }
+}
+
+TEST_CASE("k as a fraction rounds to nearest and stays in [1, d]", "[compress]") {
+  const context ctx{};
+  REQUIRE(k_spec::fraction(0.01).resolve(1000000, ctx) == 10000);
+  REQUIRE(k_spec::fraction(0.001).resolve(10, ctx) == 1);
+  REQUIRE(k_spec::fraction(1.0).resolve(17, ctx) == 17);
+  REQUIRE(k_spec::fraction(0.25).resolve(10, ctx) == 3);  // 2.5 rounds away from zero
+  REQUIRE(k_spec::count(5).resolve(5, ctx) == 5);
+}
+
+TEST_CASE("bad k and bad inputs are clear errors", "[compress]") {
+  std::vector<float> v(10, 1.0f);
+  message m;
+  const context ctx{0, 4, 9};
+  REQUIRE_THROWS_AS(k_spec::count(0), config_error);
+  REQUIRE_THROWS_WITH(k_spec::fraction(0.0), Catch::Contains("(0, 1]"));
+  REQUIRE_THROWS_WITH(k_spec::fraction(1.5), Catch::Contains("1.5"));
+  REQUIRE_THROWS_AS(k_spec::fraction(std::nan("")), config_error);
+  REQUIRE_THROWS_WITH(top_k{k_spec::count(11)}.compress(std::span<const float>(v), m, ctx),
+                      Catch::Contains("k = 11") && Catch::Contains("d = 10") &&
+                          Catch::Contains("node 4, round 9"));
+  REQUIRE_THROWS_AS(random_k{k_spec::count(11)}.compress(std::span<const float>(v), m, ctx),
+                    config_error);
+  REQUIRE_THROWS_AS(top_k{}.compress(std::span<const float>(), m, ctx), size_error);
+  REQUIRE_THROWS_AS(qsgd{0}.compress(std::span<const float>(v), m, ctx), config_error);
+  REQUIRE(m.dim == 0);  // nothing was written by the failed calls
+  REQUIRE(m.indices.empty());
+}
+
+TEMPLATE_TEST_CASE("NaN and Inf are errors naming the index, for every compressor", "[compress]", float,
+                   double) {
+  using T = TestType;
+  const std::vector<any_compressor> all = {
+      identity{}, top_k{k_spec::count(3)}, random_k{k_spec::count(3)}, threshold_k{k_spec::count(3)},
+      qsgd{4}, scaled_sign{}};
+  for (std::size_t d : {50u, 20000u}) {  // small and histogram top-K paths
+    for (const T bad : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                        -std::numeric_limits<T>::infinity()}) {
+      auto v = test::gaussian<T>(d, 3);
+      const std::size_t at = d - 7;
+      v[at] = bad;
+      for (const auto& c : all) {
+        message m;
+        try {
+          c.compress(std::span<const T>(v), m, {0, 2, 5});
+          FAIL("no exception");
+        } catch (const non_finite_error& e) {
+          REQUIRE(e.index() == at);
+          const std::string what = e.what();
+          REQUIRE(what.find("index " + std::to_string(at)) != std::string::npos);
+          REQUIRE(what.find("node 2, round 5") != std::string::npos);
+          REQUIRE(what.find(std::isnan(bad) ? "NaN" : "Inf") != std::string::npos);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("random-K picks k distinct coordinates, reproducibly per (seed, node, round)", "[compress]") {
+  const auto v = test::gaussian<float>(10000, 1);
+  const random_k c{k_spec::count(100)};
+  message a, b, other_node, other_round;
+  c.compress(std::span<const float>(v), a, {42, 1, 7});
+  c.compress(std::span<const float>(v), b, {42, 1, 7});
+  c.compress(std::span<const float>(v), other_node, {42, 2, 7});
+  c.compress(std::span<const float>(v), other_round, {42, 1, 8});
+  REQUIRE(a.count == 100);
+  REQUIRE(std::adjacent_find(a.indices.begin(), a.indices.end(), std::greater_equal<>()) ==
+          a.indices.end());  // strictly ascending, hence distinct
+  REQUIRE(encode(a) == encode(b));
+  REQUIRE(a.indices != other_node.indices);
+  REQUIRE(a.indices != other_round.indices);
+  // the same call from another thread gives the same bits (no hidden thread state)
+  message from_thread;
+  std::thread([&] { c.compress(std::span<const float>(v), from_thread, {42, 1, 7}); }).join();
+  REQUIRE(encode(from_thread) == encode(a));
+}
+
+TEST_CASE("random-K: each coordinate is chosen with probability k/d; unbiased variant has E[q] = v",
+          "[compress]") {
+  const std::size_t d = 50, k = 5, rounds = 20000;
+  std::vector<double> v(d);
+  for (std::size_t i = 0; i < d; ++i) v[i] = 1.0 + static_cast<double>(i);
+  std::vector<double> mean_unbiased(d, 0.0), mean_biased(d, 0.0);
+  for (std::uint32_t r = 0; r < rounds; ++r) {
+    message m;
+    random_k{k_spec::count(k), true}.compress(std::span<const double>(v), m, {5, 0, r});
+    const auto q = test::dense<double>(m);
+    for (std::size_t i = 0; i < d; ++i) mean_unbiased[i] += q[i] / rounds;
+    random_k{k_spec::count(k), false}.compress(std::span<const double>(v), m, {5, 0, r});
+    const auto qb = test::dense<double>(m);
+    for (std::size_t i = 0; i < d; ++i) mean_biased[i] += qb[i] / rounds;
+  }
+  // unbiased: q_i = (d/k) v_i w.p. k/d; sd of the mean = v_i sqrt((d/k - 1) / rounds) ~ 0.021 v_i
+  for (std::size_t i = 0; i < d; ++i) {
+    const double sd = v[i] * std::sqrt((double(d) / k - 1) / rounds);
+    REQUIRE(std::abs(mean_unbiased[i] - v[i]) < 5 * sd);
+    REQUIRE(std::abs(mean_biased[i] - v[i] * k / d) < 5 * sd * k / d);
+  }
+}
+
+TEMPLATE_TEST_CASE("QSGD is unbiased and uses levels in [0, s]", "[compress]", float, double) {
+  using T = TestType;
+  const std::size_t d = 64, rounds = 20000;
+  const auto v = test::gaussian<T>(d, 8);
+  const double nrm = std::sqrt(test::norm2sq(v));
+  for (std::uint16_t s : {1, 4, 16}) {
+    std::vector<double> mean(d, 0.0);
+    for (std::uint32_t r = 0; r < rounds; ++r) {
+      message m;
+      qsgd{s}.compress(std::span<const T>(v), m, {9, 3, r});
+      REQUIRE(m.value_enc == value_encoding::qsgd);
+      REQUIRE(m.wire_bytes() == message_header_bytes + (d * (1 + std::bit_width(unsigned(s))) + 7) / 8);
+      for (std::size_t j = 0; j < d; ++j) {
+        const double q = static_cast<double>(m.value_at<T>(j));
+        // q is nrm * l / s for an integer level l next to |v| s / nrm
+        const double level = std::abs(q) * s / nrm;
+        REQUIRE(std::abs(level - std::round(level)) < 1e-3);
+        REQUIRE(std::abs(level - std::abs(double(v[j])) * s / nrm) < 1.0 + 1e-3);
+        mean[j] += q / rounds;
+      }
+    }
+    // Var of one q_j <= (nrm/s)^2 / 4; 6 sd of the mean
+    const double bound = 6 * (nrm / s) * 0.5 / std::sqrt(double(rounds)) + 1e-6 * nrm;
+    for (std::size_t j = 0; j < d; ++j) REQUIRE(std::abs(mean[j] - double(v[j])) < bound);
+  }
+}
+
+TEST_CASE("scaled sign: q = (||v||_1 / d) sign(v), one bit a value", "[compress]") {
+  const auto v = test::gaussian<double>(1001, 4);
+  message m;
+  scaled_sign{}.compress(std::span<const double>(v), m, {});
+  double l1 = 0;
+  for (double x : v) l1 += std::abs(x);
+  const double scale = static_cast<double>(static_cast<float>(l1 / 1001));
+  const auto q = test::dense<double>(m);
+  for (std::size_t i = 0; i < v.size(); ++i) REQUIRE(q[i] == (v[i] < 0 ? -scale : scale));
+  REQUIRE(m.wire_bytes() == message_header_bytes + (1001 + 7) / 8);
+}
+
+TEST_CASE("threshold: every kept magnitude >= every dropped one, count near k", "[compress]") {
+  for (unsigned seed = 0; seed < 10; ++seed) {
+    const std::size_t d = 200000;
+    const auto v = test::gaussian<float>(d, seed);
+    for (double f : {0.001, 0.01, 0.1}) {
+      message m;
+      threshold_k{k_spec::fraction(f)}.compress(std::span<const float>(v), m, {seed, 0, 0});
+      const auto k = static_cast<double>(f * d);
+      REQUIRE(m.count >= 0.5 * k);
+      REQUIRE(m.count <= 2.0 * k);
+      std::vector<char> kept(d, 0);
+      float min_kept = std::numeric_limits<float>::infinity();
+      for (std::uint32_t j = 0; j < m.count; ++j) {
+        kept[m.indices[j]] = 1;
+        min_kept = std::min(min_kept, std::abs(v[m.indices[j]]));
+        REQUIRE(m.value_at<float>(j) == v[m.indices[j]]);
+      }
+      float max_dropped = 0;
+      for (std::size_t i = 0; i < d; ++i)
+        if (!kept[i]) max_dropped = std::max(max_dropped, std::abs(v[i]));
+      REQUIRE(min_kept >= max_dropped);
+    }
+  }
+}
+
+TEST_CASE("threshold on a vector with few large values falls back to exact top-k", "[compress]") {
+  std::vector<float> v(100000, 1.0f);  // all equal: the estimate keeps everything, then top-k
+  message m;
+  threshold_k{k_spec::count(100)}.compress(std::span<const float>(v), m, {});
+  REQUIRE(m.count == 100);
+  REQUIRE(m.indices == test::reference_top_k(v, 100));
+}
+
+namespace {
+/// Round a finite float to the nearest value of a format with `mant` stored mantissa bits,
+/// exponent range [emin, emax], ties to even, saturating: computed in long double arithmetic.
+double reference_round(double x, int mant, int emin, int emax) {
+  const double ax = std::abs(x);
+  const double maxv = std::ldexp(2.0 - std::ldexp(1.0, -mant), emax);
+  if (ax >= maxv) return std::copysign(maxv, x);
+  int e = ax > 0 ? std::ilogb(ax) : emin;
+  e = std::max(e, emin);
+  const double ulp = std::ldexp(1.0, e - mant);
+  const double q = ax / ulp;
+  double r = std::floor(q);
+  if (q - r > 0.5 || (q - r == 0.5 && std::fmod(r, 2.0) != 0)) r += 1;
+  return std::copysign(std::min(r * ulp, maxv), x);
+}
+}  // namespace
+
+TEST_CASE("fp16 and bf16 encodings round to nearest even against a reference", "[compress]") {
+  std::mt19937 g(3);
+  std::vector<float> vals;
+  for (int i = 0; i < 200000; ++i) {
+    // random bit patterns of finite floats across all exponents
+    float f;
+    do {
+      f = std::bit_cast<float>(static_cast<std::uint32_t>(g()));
+    } while (!std::isfinite(f));
+    vals.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f, 6.1e-5f,
+                  3.0e38f, -3.4e38f})
+    vals.push_back(f);
+  for (float f : vals) {
+    const double h = detail::half_to_float(detail::float_to_half(f));
+    REQUIRE(h == reference_round(f, 10, -14, 15));
+    const double b = detail::bf16_to_float(detail::float_to_bf16(f));
+    REQUIRE(b == reference_round(f, 7, -126, 127));
+  }
+}
+
+TEST_CASE("int8 values: q = s * code with s = max|v| / 127, error below s / 2", "[compress]") {
+  const auto v = test::gaussian<float>(5000, 6);
+  message m;
+  top_k{k_spec::count(500), value_codec{value_encoding::i8, 0}}.compress(std::span<const float>(v), m, {});
+  REQUIRE(m.wire_bytes() == message_header_bytes + m.index_bytes() + 500);
+  float amax = 0;
+  for (auto i : m.indices) amax = std::max(amax, std::abs(v[i]));
+  REQUIRE(m.scale == amax / 127.0f);
+  for (std::uint32_t j = 0; j < m.count; ++j)
+    REQUIRE(std::abs(m.value_at<float>(j) - v[m.indices[j]]) <= 0.5f * m.scale * 1.0001f);
+}
+
+TEST_CASE("compressor spec strings", "[compress]") {
+  const auto v = test::gaussian<float>(10000, 2);
+  auto check = [&](const char* spec, std::uint32_t count, value_encoding ve) {
+    message m;
+    parse_compressor(spec).compress(std::span<const float>(v), m, {});
+    INFO(spec);
+    REQUIRE(m.count == count);
+    REQUIRE(m.value_enc == ve);
+  };
+  check("identity", 10000, value_encoding::f32);
+  check("none+fp16", 10000, value_encoding::f16);
+  check("top-k:0.01", 100, value_encoding::f32);
+  check("top-k:0.001+int8", 10, value_encoding::i8);
+  check("top-k:250+bf16+u32", 250, value_encoding::bf16);
+  check("random-k:0.01", 100, value_encoding::f32);
+  check("random-k-unbiased:0.05+qsgd:8", 500, value_encoding::qsgd);
+  check("qsgd:16", 10000, value_encoding::qsgd);
+  check("sign", 10000, value_encoding::sign);
+  check("top-k:0.01+sign", 100, value_encoding::sign);
+  message m;
+  parse_compressor("top-k:0.01+u32").compress(std::span<const float>(v), m, {});
+  REQUIRE(m.index_enc == index_encoding::raw_u32);
+  parse_compressor("top-k:0.01+varint").compress(std::span<const float>(v), m, {});
+  REQUIRE(m.index_enc == index_encoding::delta_varint);
+
+  REQUIRE_THROWS_WITH(parse_compressor("topk:0.01"), Catch::Contains("unknown compressor 'topk'"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k"), Catch::Contains("missing k"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:1.5"), Catch::Contains("outside (0, 1]"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:abc"), Catch::Contains("not a number"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:0"), Catch::Contains("k must be >= 1"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:0.01+int4"), Catch::Contains("unknown suffix '+int4'"));
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:0"), Catch::Contains("qsgd levels"));
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:70000"), Catch::Contains("qsgd levels"));
+  REQUIRE_THROWS_WITH(parse_compressor("sign:3"), Catch::Contains("takes no argument"));
+  REQUIRE_THROWS_WITH(parse_compressor("identity+u32"), Catch::Contains("dense"));
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:4+int8"), Catch::Contains("fixes its own value encoding"));
+}
