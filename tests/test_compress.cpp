@@ -211,15 +211,19 @@ TEST_CASE("scaled sign: q = (||v||_1 / d) sign(v), one bit a value", "[compress]
 }
 
 TEST_CASE("threshold: every kept magnitude >= every dropped one, count near k", "[compress]") {
-  for (unsigned seed = 0; seed < 10; ++seed) {
-    const std::size_t d = 200000;
-    const auto v = test::gaussian<float>(d, seed);
-    for (double f : {0.001, 0.01, 0.1}) {
+  // (d, fraction): the first two sample (256 expected hits: spread ~6%), the last is small
+  // enough that exact top-K is used (the sample would exceed d / 8).
+  const std::vector<std::pair<std::size_t, double>> cases = {{200000, 0.1}, {2000000, 0.01}, {200000, 0.001}};
+  for (const auto& [d, f] : cases) {
+    for (unsigned seed = 0; seed < 4; ++seed) {
+      const auto v = test::gaussian<float>(d, seed);
       message m;
       threshold_k{k_spec::fraction(f)}.compress(std::span<const float>(v), m, {seed, 0, 0});
-      const auto k = static_cast<double>(f * d);
+      const auto k = f * static_cast<double>(d);
+      INFO("d " << d << " f " << f << " count " << m.count);
       REQUIRE(m.count >= 0.5 * k);
       REQUIRE(m.count <= 2.0 * k);
+      if (f == 0.001) REQUIRE(m.indices == test::reference_top_k(v, static_cast<std::size_t>(k)));
       std::vector<char> kept(d, 0);
       float min_kept = std::numeric_limits<float>::infinity();
       for (std::uint32_t j = 0; j < m.count; ++j) {
@@ -232,6 +236,16 @@ TEST_CASE("threshold: every kept magnitude >= every dropped one, count near k", 
         if (!kept[i]) max_dropped = std::max(max_dropped, std::abs(v[i]));
       REQUIRE(min_kept >= max_dropped);
     }
+  }
+  // NaN on the sampling path is still reported with its index
+  auto v = test::gaussian<float>(200000, 1);
+  v[123457] = std::numeric_limits<float>::quiet_NaN();
+  message m;
+  try {
+    threshold_k{k_spec::fraction(0.1)}.compress(std::span<const float>(v), m, {});
+    FAIL("no exception");
+  } catch (const non_finite_error& e) {
+    REQUIRE(e.index() == 123457);
   }
 }
 

@@ -205,13 +205,14 @@ struct message {
   }
 
   /// The `bits`-wide field at bit offset `bit` of the payload (LSB first).
-  std::uint32_t read_bits(std::size_t bit, unsigned bits) const noexcept {
-    std::uint32_t v = 0;
-    for (unsigned b = 0; b < bits; ++b) {
-      const std::size_t at = bit + b;
-      v |= ((std::to_integer<std::uint32_t>(payload[at >> 3]) >> (at & 7)) & 1u) << b;
-    }
-    return v;
+  std::uint32_t read_bits(std::size_t bit, unsigned bits) const noexcept {  // bits <= 25
+    const std::size_t first = bit >> 3;
+    const unsigned off = static_cast<unsigned>(bit & 7);
+    const std::size_t bytes = (off + bits + 7) / 8;
+    std::uint32_t w = 0;
+    for (std::size_t b = 0; b < bytes; ++b)
+      w |= std::to_integer<std::uint32_t>(payload[first + b]) << (8 * b);
+    return (w >> off) & ((std::uint32_t{1} << bits) - 1);
   }
 };
 

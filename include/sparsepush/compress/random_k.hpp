@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -34,8 +35,17 @@ inline void random_indices(std::size_t d, std::size_t k, const context& ctx,
     const std::uint32_t t = rng.uniform_int(jj, jj);
     out.push_back(test_and_set(t) ? (test_and_set(jj), jj) : t);
   }
-  for (std::uint32_t i : out) taken[i >> 6] = 0;
-  std::sort(out.begin(), out.end());
+  if (k * 64 < d) {  // sparse: sort the draws, clear only their words
+    for (std::uint32_t i : out) taken[i >> 6] = 0;
+    std::sort(out.begin(), out.end());
+  } else {  // dense enough: read the set back in order from the bitmap, clearing it
+    out.clear();
+    for (std::size_t w = 0; w < (d + 63) / 64; ++w) {
+      for (std::uint64_t bits = taken[w]; bits; bits &= bits - 1)
+        out.push_back(static_cast<std::uint32_t>(64 * w + static_cast<std::size_t>(std::countr_zero(bits))));
+      taken[w] = 0;
+    }
+  }
 }
 
 }  // namespace detail

@@ -1,8 +1,9 @@
 // sparsepush/compress/threshold.hpp: approximate top-K in one pass, as Deep Gradient
 // Compression (Lin et al. 2018): estimate the k-th largest magnitude tau from a random sample of
-// coordinates (about 256 k-th-quantile hits), then send every coordinate with |v_i| >= tau (and |v_i| > 0). The count is close
-// to k, not exact; when a poor estimate selects more than 2k, an exact top-k of the selected
-// finishes (DGC's hierarchical selection), so a message never exceeds 2k values.
+// coordinates (sized for about 256 hits above tau), then send every coordinate with |v_i| >= tau
+// (and |v_i| > 0). The count is close to k, not exact; when a poor estimate selects more than 2k, an exact top-k of the selected
+// finishes (DGC's hierarchical selection), so a message never exceeds 2k values. When k/d is so
+// small that a useful sample would cover over d/8 coordinates, exact top-K is used instead.
 #pragma once
 
 #include <algorithm>
@@ -33,16 +34,27 @@ struct threshold_k {
     detail::check_dim(d, ctx);
     const std::size_t kk = k.resolve(d, ctx);
 
-    // Estimate tau: the ceil(m k / d)-th largest magnitude key of m sampled coordinates.
-    const std::size_t m =
-        static_cast<std::size_t>(std::min<double>(static_cast<double>(d), std::ceil(double(sample_hits) * double(d) / double(kk))));
+    // The sample holds m = sample_hits * d / k coordinates. Where that is more than d / 8, the
+    // exact two-pass top-K is cheaper than sampling, and is what we send.
+    const double m_real = std::ceil(double(sample_hits) * double(d) / double(kk));
+    if (m_real * 8 > static_cast<double>(d)) {
+      top_k{k_spec::count(kk), values, indices}.compress(v, out, ctx);
+      return;
+    }
+    // Estimate tau: the (m k / d)-th largest magnitude key of the sample, drawn as random blocks
+    // of 16 consecutive coordinates (one cache line of floats) so that sampling costs few misses.
+    constexpr std::size_t block = 16;
+    const std::size_t blocks = (static_cast<std::size_t>(m_real) + block - 1) / block;
+    const std::size_t m = blocks * block;
     const detail::counter_rng rng(ctx.seed, ctx.node, ctx.round, detail::rng_stream::threshold_sample);
     thread_local std::vector<K> keys;
     keys.resize(m);
-    const auto last = static_cast<std::uint32_t>(d - 1);
-    for (std::size_t s = 0; s < m; ++s)
-      keys[s] = detail::key_of(v[m == d ? s : rng.uniform_int(static_cast<std::uint32_t>(s), last)]);
-    const std::size_t r = std::clamp<std::size_t>((m * kk + d - 1) / d, 1, m);
+    const auto last_start = static_cast<std::uint32_t>(d - block);  // d >= 8 m >= 128
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t at = rng.uniform_int(static_cast<std::uint32_t>(b), last_start);
+      for (std::size_t j = 0; j < block; ++j) keys[b * block + j] = detail::key_of(v[at + j]);
+    }
+    const std::size_t r = std::clamp<std::size_t>((m * kk + d / 2) / d, 1, m);
     std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r - 1), keys.end(),
                      std::greater<K>{});
     const K tau = std::max<K>(keys[r - 1], 1);

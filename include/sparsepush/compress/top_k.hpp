@@ -1,7 +1,7 @@
 // sparsepush/compress/top_k.hpp: exact top-K by magnitude; ties go to the lower index.
 // Contraction: ||C(v) - v||^2 <= (1 - k/d) ||v||^2. Selection is a radix select on the bit
-// pattern of |v| (monotone in |v| for IEEE floats): pass 1 builds a 2^16-bin histogram of the
-// top key bits and detects NaN/Inf, pass 2 collects the indices above the boundary bin and the
+// pattern of |v| (monotone in |v| for IEEE floats): pass 1 builds a histogram (2^10..2^16 bins) of
+// the top key bits and detects NaN/Inf, pass 2 collects the indices above the boundary bin and the
 // candidates inside it; an O(candidates) nth_element finishes. With error feedback, pass 1 reads
 // v = x + e on the fly and pass 2 writes e = v, so v is never materialised separately.
 #pragma once
@@ -28,10 +28,11 @@ template <class T>
 inline constexpr magnitude_key<T> inf_key = sizeof(T) == 8 ? magnitude_key<T>(0x7FF0000000000000ull)
                                                            : magnitude_key<T>(0x7F800000u);
 
-inline constexpr unsigned top_k_hist_bits = 16;
-
-template <class T>
-inline constexpr unsigned top_k_shift = sizeof(T) * 8 - 1 - top_k_hist_bits;
+/// Histogram bits for d elements: about d / 16 bins, between 2^10 and 2^16.
+constexpr unsigned top_k_hist_bits_for(std::size_t d) noexcept {
+  const unsigned lg = static_cast<unsigned>(std::bit_width(d)) - 1;
+  return lg < 14 ? 10u : lg > 20 ? 16u : lg - 4;
+}
 
 /// Below this size a plain nth_element over (key, index) beats the histogram's fixed cost.
 inline constexpr std::size_t top_k_small_d = 8192;
@@ -99,29 +100,42 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
     return;
   }
 
-  // Pass 1: histogram of the top 16 bits of the magnitude key, NaN/Inf detection.
-  constexpr unsigned shift = top_k_shift<T>;
+  // Pass 1: histogram of the top `bits` bits of the magnitude key (10..16, growing with d so
+  // the histogram stays cache-resident while the boundary bin stays small), NaN/Inf detection.
+  // Two interleaved histograms break the store-to-load chains of runs that hit the same bin.
+  const unsigned bits = top_k_hist_bits_for(d);
+  const unsigned shift = sizeof(T) * 8 - 1 - bits;
+  const std::size_t bins = std::size_t{1} << bits;
   auto& hist = ws.hist;
-  hist.assign(std::size_t{1} << top_k_hist_bits, 0);
-  std::uint32_t* h = hist.data();
+  hist.assign(2 * bins, 0);
+  std::uint32_t* h0 = hist.data();
+  std::uint32_t* h1 = h0 + bins;
   K any_bad = 0;
-  for (std::size_t i = 0; i < d; ++i) {
-    const K key = key_of(v_at(i));
-    any_bad |= static_cast<K>(key >= inf_key<T>);
-    ++h[key >> shift];
+  std::size_t i = 0;
+  for (; i + 2 <= d; i += 2) {
+    const K k0 = key_of(v_at(i)), k1 = key_of(v_at(i + 1));
+    any_bad |= static_cast<K>(k0 >= inf_key<T>) | static_cast<K>(k1 >= inf_key<T>);
+    ++h0[k0 >> shift];
+    ++h1[k1 >> shift];
+  }
+  for (; i < d; ++i) {
+    const K k0 = key_of(v_at(i));
+    any_bad |= static_cast<K>(k0 >= inf_key<T>);
+    ++h0[k0 >> shift];
   }
   if (any_bad) fail_non_finite();
   out.resize(k);  // nothing below throws (but bad_alloc before e is touched)
 
   // Boundary bin: the bin holding the k-th largest key.
   std::size_t above = 0;
-  std::size_t b = hist.size() - 1;
+  std::size_t b = bins - 1;
   for (;; --b) {
-    if (above + h[b] >= k) break;
-    above += h[b];
+    const std::size_t in = std::size_t{h0[b]} + h1[b];
+    if (above + in >= k) break;
+    above += in;
   }
   const std::size_t need = k - above;
-  const std::size_t in_bin = h[b];
+  const std::size_t in_bin = std::size_t{h0[b]} + h1[b];
 
   // Pass 2: every index above the boundary bin is in; those inside it are candidates.
   auto& cand = ws.cand;

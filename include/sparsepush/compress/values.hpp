@@ -4,7 +4,7 @@
 //   fp16/bf16/fp32: round to nearest even, saturating at the largest finite value;
 //   int8: s = max|v| / 127 (as fp32), code = round(v / s) in [-127, 127], q = s * code;
 //   sign: s = (sum |v|) / count (as fp32, ||v||_1/d for a dense message), q = s * sign(v);
-//   qsgd: s levels, nrm = ||v||_2 (as fp32), l = floor(|v| s / nrm + xi), xi ~ U[0,1) from the
+//   qsgd: s levels, nrm = ||v||_2 (as fp32), l = floor(|v| (s / nrm) + xi), xi ~ U[0,1) from the
 //         counter-based stream at the value's coordinate, q = nrm * sign(v) * l / s (unbiased).
 #pragma once
 
@@ -86,8 +86,12 @@ void encode_values(const value_codec& c, Get&& v_at, message& m, const context& 
       double l1 = 0;
       for (std::size_t j = 0; j < n; ++j) l1 += std::abs(static_cast<double>(v_at(j)));
       m.scale = n ? to_float_saturating(l1 / static_cast<double>(n)) : 0.0f;
-      for (std::size_t j = 0; j < n; ++j)
-        if (v_at(j) < T(0)) p[j >> 3] |= std::byte(1u << (j & 7));
+      for (std::size_t j8 = 0; j8 < n; j8 += 8) {  // one byte of sign bits at a time, no branch
+        unsigned byte = 0;
+        const std::size_t end = std::min(n, j8 + 8);
+        for (std::size_t j = j8; j < end; ++j) byte |= static_cast<unsigned>(v_at(j) < T(0)) << (j - j8);
+        p[j8 >> 3] = std::byte(static_cast<std::uint8_t>(byte));
+      }
       break;
     }
     case value_encoding::qsgd: {
@@ -101,9 +105,13 @@ void encode_values(const value_codec& c, Get&& v_at, message& m, const context& 
       if (!(nrm > T(0))) break;
       const unsigned bits = qsgd_code_bits(m.levels);
       const T s = static_cast<T>(m.levels);
+      const T to_level = s / nrm;
       const counter_rng rng(ctx.seed, ctx.node, ctx.round, rng_stream::qsgd);
       std::uint32_t cached_block = 0xFFFFFFFFu;
       philox_counter words{};
+      std::uint64_t acc = 0;  // bit accumulator, LSB first
+      unsigned held = 0;
+      std::size_t out = 0;
       for (std::size_t j = 0; j < n; ++j) {
         const std::uint32_t at = m.index_of(j);
         if ((at >> 2) != cached_block) {
@@ -111,16 +119,20 @@ void encode_values(const value_codec& c, Get&& v_at, message& m, const context& 
           words = rng.block(cached_block);
         }
         const T v = v_at(j);
-        const T r = std::abs(v) / nrm * s;
+        const T r = std::abs(v) * to_level;
         T level = std::floor(r);
-        if (static_cast<T>(unit_interval(words[at & 3])) < r - level) level += T(1);
+        level += static_cast<T>(static_cast<T>(unit_interval(words[at & 3])) < r - level);
         level = std::min(level, s);
-        const std::uint32_t code =
-            (static_cast<std::uint32_t>(level) << 1) | (v < T(0) ? 1u : 0u);
-        const std::size_t bit = j * bits;
-        for (unsigned b = 0; b < bits; ++b)
-          if ((code >> b) & 1u) p[(bit + b) >> 3] |= std::byte(1u << ((bit + b) & 7));
+        const std::uint64_t code = (static_cast<std::uint64_t>(level) << 1) | (v < T(0) ? 1u : 0u);
+        acc |= code << held;
+        held += bits;
+        while (held >= 8) {
+          p[out++] = std::byte(static_cast<std::uint8_t>(acc));
+          acc >>= 8;
+          held -= 8;
+        }
       }
+      if (held > 0) p[out] = std::byte(static_cast<std::uint8_t>(acc));
       break;
     }
   }

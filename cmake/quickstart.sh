@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The README's Quick start: install what is missing, build, then run the main job ("main") or
+# the whole test suite ("test"). Usage: bash cmake/quickstart.sh main|test [build-dir]
+set -euo pipefail
+what="${1:-}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${2:-$root/build}"
+case "$what" in
+  main|test) ;;
+  *) echo "usage: $0 main|test [build-dir]" >&2; exit 2 ;;
+esac
+bash "$root/cmake/install-deps.sh"
+jobs="$(nproc 2>/dev/null || echo 2)"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DSPARSEPUSH_BUILD_TESTS=ON -DSPARSEPUSH_BUILD_BENCH=ON -DSPARSEPUSH_BUILD_EXAMPLES=ON
+cmake --build "$build" -j"$jobs"
+if [ "$what" = main ]; then
+  # The main job until the reference backend lands: a user tensor type, compressed with error
+  # feedback, and the wire size of every compressor at d = 1e6.
+  "$build/examples/custom_backend"
+  "$build/examples/wire_sizes" 1000000
+else
+  ctest --test-dir "$build" --output-on-failure -j"$jobs"
+fi
