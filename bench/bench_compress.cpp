@@ -85,11 +85,10 @@ void partial_sort_top_k(std::span<const float> v, std::size_t k, std::vector<key
   finish_indices(buf, k, out);
 }
 
-// --- top-k and its baselines ----------------------------------------------------------------
-
-void BM_TopK(benchmark::State& state) {
+/// Time c.compress on the cached input of size d (range 0).
+template <class C>
+void run_compressor(benchmark::State& state, const C& c) {
   const std::span<const float> v = input(arg_d(state));
-  const auto c = make_top_k(arg_k(state));
   sp::message m;
   for (auto _ : state) {
     c.compress(v, m, bench_ctx);
@@ -98,6 +97,12 @@ void BM_TopK(benchmark::State& state) {
   set_bytes(state, v.size());
   set_wire_bytes(state, m);
 }
+
+// --- top-k and its baselines ----------------------------------------------------------------
+
+void BM_TopK(benchmark::State& state) { run_compressor(state, make_top_k(arg_k(state))); }
+
+
 
 void BM_TopKNthElement(benchmark::State& state) {
   const std::span<const float> v = input(arg_d(state));
@@ -187,18 +192,6 @@ void BM_ErrorFeedbackPass(benchmark::State& state) {
 }
 
 // --- the other compressors ------------------------------------------------------------------
-
-template <class C>
-void run_compressor(benchmark::State& state, const C& c) {
-  const std::span<const float> v = input(arg_d(state));
-  sp::message m;
-  for (auto _ : state) {
-    c.compress(v, m, bench_ctx);
-    benchmark::DoNotOptimize(m.payload.data());
-  }
-  set_bytes(state, v.size());
-  set_wire_bytes(state, m);
-}
 
 void BM_RandomK(benchmark::State& state) {
   run_compressor(state, sp::random_k{sp::k_spec::count(arg_k(state)), false});

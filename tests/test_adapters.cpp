@@ -103,7 +103,7 @@ TEMPLATE_TEST_CASE("identical bytes on every adapter, for every compressor x enc
   const std::vector<std::string> specs = {
       "identity", "identity+fp16", "top-k:0.01", "top-k:0.01+int8", "top-k:0.05+bf16+u32",
       "top-k:0.001+fp16", "random-k:0.01", "random-k-unbiased:0.01+qsgd:4", "threshold:0.01+sign",
-      "qsgd:16", "sign", "top-k:0.02+fp64"};
+      "qsgd:16", "sign", "top-k:0.02+fp64", "random-k:0.02+fp32+varint", "threshold:0.05+int8+u32"};
   for (const auto& s : specs) {
     INFO(s);
     check_all_adapters<TestType>(parse_compressor(s));

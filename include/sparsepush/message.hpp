@@ -220,22 +220,17 @@ struct message {
 template <tensor_element T, class F>
 void for_each_value(const message& m, F&& f) {
   const std::size_t n = m.count;
+  auto raw = [&]<class W>(W) {  // plain IEEE values: copy straight out of the payload
+    for (std::size_t j = 0; j < n; ++j) {
+      W v;
+      std::memcpy(&v, m.payload.data() + sizeof(W) * j, sizeof(W));
+      f(m.index_of(j), static_cast<T>(v));
+    }
+  };
   switch (m.value_enc) {  // hoist the common encodings out of the loop
     case value_encoding::native:
-    case value_encoding::f32:
-      for (std::size_t j = 0; j < n; ++j) {
-        float v;
-        std::memcpy(&v, m.payload.data() + 4 * j, 4);
-        f(m.index_of(j), static_cast<T>(v));
-      }
-      return;
-    case value_encoding::f64:
-      for (std::size_t j = 0; j < n; ++j) {
-        double v;
-        std::memcpy(&v, m.payload.data() + 8 * j, 8);
-        f(m.index_of(j), static_cast<T>(v));
-      }
-      return;
+    case value_encoding::f32: return raw(float{});
+    case value_encoding::f64: return raw(double{});
     default:
       for (std::size_t j = 0; j < n; ++j) f(m.index_of(j), m.template value_at<T>(j));
   }
