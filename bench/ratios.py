@@ -3,7 +3,11 @@
 
 Runs the benchmark binary with --benchmark_format=json (or reads a saved JSON file) and prints
 a markdown table: each kernel's time beside its baseline's at the same d (and k), with the
-ratio kernel / baseline (below 1: the kernel is faster). Standard library only.
+ratio kernel / baseline (below 1: the kernel is faster). The gossip kernels are compared with one
+dense scale pass over d (DenseScale): PushSumCombine (args d, k per mille, messages) with one pass,
+SparsePushGossipRound (args d, nodes) with nodes passes, i.e. its ratio is time / (nodes x
+DenseScale): the cost of a Sparse-Push round in units of one pass over every node's model.
+Standard library only.
 
 Usage:
   python3 bench/ratios.py --bench build/bench/sparsepush-bench [--filter REGEX] [--min-time S]
@@ -28,7 +32,26 @@ PAIRS = [
     ("Threshold", "ReadPass", False),
     ("Encode", "ReadPass", False),
     ("Decode", "ReadPass", False),
+    ("PushSumCombine", "DenseScale", False),
+    ("SparsePushGossipRound", "DenseScale", False),
 ]
+
+# Baseline multiplier per kernel, from the kernel's args (default 1): a gossip round over `nodes`
+# nodes is compared with nodes x DenseScale at the same d.
+BASE_TIMES = {"SparsePushGossipRound": lambda a: a[1]}
+
+
+def combine_label(a):
+    d, pm, msgs = a[0], a[1], a[2]
+    what = "dense fp32" if pm >= 1000 else f"k={d * pm // 1000:,} ({pm / 10:g}%)"
+    return f"{what} x {msgs} msg"
+
+
+# How the args after d show in the k column (default: the second arg is k).
+ARGS_LABEL = {
+    "PushSumCombine": combine_label,
+    "SparsePushGossipRound": lambda a: f"{a[1]} nodes, top-k 1%",
+}
 
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
@@ -107,17 +130,24 @@ def main():
             b = results.get((base, kargs if by_k else (d,)))
             if b is None:
                 continue
-            ratio = r["us"] / b["us"]
+            times = BASE_TIMES.get(kernel, lambda a: 1)(kargs)
+            base_us = b["us"] * times
+            ratio = r["us"] / base_us
             wire = f"{r['wire']:,.0f}" if r["wire"] is not None else ""
-            rows.append(f"| {kernel} | {d:,} | {'' if k is None else f'{k:,}'} | {fmt_us(r['us'])} | "
-                        f"{r['bps'] / 1e9:.2f} | {wire} | {base} | {fmt_us(b['us'])} | {ratio:.2f} |")
+            if kernel in ARGS_LABEL:
+                klabel = ARGS_LABEL[kernel](kargs)
+            else:
+                klabel = "" if k is None else f"{k:,}"
+            blabel = base if times == 1 else f"{times} x {base}"
+            rows.append(f"| {kernel} | {d:,} | {klabel} | {fmt_us(r['us'])} | "
+                        f"{r['bps'] / 1e9:.2f} | {wire} | {blabel} | {fmt_us(base_us)} | {ratio:.2f} |")
             if kernel == "TopK" and by_k and ratio > 1.0:
                 slower.append(f"TopK/{d}/{k} is {ratio:.2f}x slower than {base}")
 
     if not rows:
         print("no kernel/baseline pairs in the results (check --filter)")
         return 1
-    print("| kernel | d | k | time (us) | GB/s of x | wire bytes | baseline | baseline (us) "
+    print("| kernel | d | k (or args) | time (us) | GB/s of x | wire bytes | baseline | baseline (us) "
           "| ratio (kernel / baseline) |")
     print("|---|--:|--:|--:|--:|--:|---|--:|--:|")
     print("\n".join(rows))

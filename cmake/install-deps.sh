@@ -8,6 +8,7 @@ packages=(
   libeigen3-dev xtensor-dev xtl-dev libxsimd-dev   # adapters (optional for users, tested here)
   catch2 librandom123-dev zlib1g-dev                # tests
   libbenchmark-dev                                  # microbenchmarks
+  libboost-graph-dev                                # Boost.Graph adapter
 )
 missing=()
 for p in "${packages[@]}"; do

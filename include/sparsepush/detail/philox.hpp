@@ -40,6 +40,8 @@ enum class rng_stream : std::uint32_t {
   random_k = 1,
   qsgd = 2,
   threshold_sample = 3,
+  topology = 4,
+  message_loss = 5,
 };
 
 /// Counter-based random numbers keyed by (seed, node, round, stream); draw(i) is a pure function

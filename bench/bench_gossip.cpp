@@ -1,0 +1,149 @@
+// Microbenchmarks of the gossip phase: the fused mixing kernel combine() (sparse top-k messages
+// scattered, dense fp32 messages fused block-wise) and one whole Sparse-Push round of a
+// push_sum_group, each beside one dense scale pass x[i] *= c over d floats (read + write of the
+// destination, the least any mixing step into x costs). bench/ratios.py prints the ratios; the
+// round is compared with nodes x DenseScale. BENCHMARK_MAIN lives in bench_compress.cpp.
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <span>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <sparsepush/sparsepush.hpp>
+
+namespace {
+
+namespace sp = sparsepush;
+
+/// A deterministic Gaussian vector of d floats per (d, seed), built once (never inside a timed loop).
+const std::vector<float>& gaussian(std::size_t d, std::uint32_t seed) {
+  static std::map<std::pair<std::size_t, std::uint32_t>, std::vector<float>> cache;
+  auto it = cache.find({d, seed});
+  if (it == cache.end()) {
+    std::mt19937 gen(1000u + seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> v(d);
+    for (float& x : v) x = normal(gen);
+    it = cache.emplace(std::pair{d, seed}, std::move(v)).first;
+  }
+  return it->second;
+}
+
+std::size_t arg(const benchmark::State& state, int i) { return static_cast<std::size_t>(state.range(i)); }
+
+void set_bytes(benchmark::State& state, std::size_t floats) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(floats * sizeof(float)));
+}
+
+const sp::context bench_ctx{42, 0, 0};
+
+/// Message j of the combine benchmark at (d, k per mille): top-k of Gaussian vector j, or the
+/// identity (dense fp32) message when k_permille == 1000. Built once per key.
+const sp::message& combine_message(std::size_t d, std::size_t k_permille, std::uint32_t j) {
+  static std::map<std::tuple<std::size_t, std::size_t, std::uint32_t>, sp::message> cache;
+  auto it = cache.find({d, k_permille, j});
+  if (it == cache.end()) {
+    const std::span<const float> v = gaussian(d, j);
+    sp::message m;
+    if (k_permille >= 1000)
+      sp::identity{}.compress(v, m, bench_ctx);
+    else
+      sp::top_k{sp::k_spec::count(d * k_permille / 1000), sp::value_codec{}, sp::index_encoding::automatic}
+          .compress(v, m, bench_ctx);
+    it = cache.emplace(std::tuple{d, k_permille, j}, std::move(m)).first;
+  }
+  return it->second;
+}
+
+// --- combine ---------------------------------------------------------------------------------
+
+/// x += sum_j coef_j q_j over `messages` messages (args: d, k per mille, messages).
+void BM_PushSumCombine(benchmark::State& state) {
+  const std::size_t d = arg(state, 0), pm = arg(state, 1), n = arg(state, 2);
+  std::vector<sp::weighted_message> in;
+  std::size_t wire = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const sp::message& m = combine_message(d, pm, j);
+    in.push_back({&m, j % 2 == 0 ? 0.5 : -0.25});
+    wire += m.wire_bytes();
+  }
+  std::vector<float> x(gaussian(d, 99));
+  for (auto _ : state) {
+    sp::combine<float>(std::span<float>(x), std::span<const sp::weighted_message>(in));
+    benchmark::DoNotOptimize(x.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, d);
+  state.counters["wire_bytes"] = static_cast<double>(wire);
+}
+
+/// The baseline: one dense pass x[i] *= c (c alternates 2 and 1/2, so x never drifts).
+void BM_DenseScale(benchmark::State& state) {
+  const std::size_t d = arg(state, 0);
+  std::vector<float> x(gaussian(d, 99));
+  float* p = x.data();
+  std::size_t it = 0;
+  for (auto _ : state) {
+    float c = (it++ & 1) ? 0.5f : 2.0f;
+    benchmark::DoNotOptimize(c);  // c escapes here; scale by a copy that does not, so the loop
+    const float s = c;            // need not reload it after every store through p (and vectorizes)
+    for (std::size_t i = 0; i < d; ++i) p[i] *= s;
+    benchmark::DoNotOptimize(p);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, d);
+}
+
+// --- one Sparse-Push round -------------------------------------------------------------------
+
+/// One push_sum_group round (error feedback, top-k 1%, one-peer exponential graph, in-process
+/// transport, one thread) per iteration (args: d, nodes). Bytes: nodes x d floats.
+void BM_SparsePushGossipRound(benchmark::State& state) {
+  const std::size_t d = arg(state, 0), n = arg(state, 1);
+  std::vector<std::vector<float>> x0;
+  for (std::uint32_t i = 0; i < n; ++i) x0.push_back(gaussian(d, 100 + i));
+  sp::push_sum_group<std::vector<float>> group(std::move(x0));
+  const auto sched = sp::one_peer_exponential(n);
+  const sp::top_k comp{sp::k_spec::count(d / 100), sp::value_codec{}, sp::index_encoding::automatic};
+  sp::in_process_network net(n);
+  std::uint32_t t = 0;
+  for (auto _ : state) {
+    group.round(sched, comp, net, t++);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n * d);
+  if (t > 0) state.counters["wire_bytes"] = static_cast<double>(net.total_bytes()) / t;  // per round
+}
+
+// --- arguments: d in {1e5, 1e6, 1e7}, k in {0.1%, 1%, 10%} of d (per mille), 1 or 4 messages --
+
+constexpr std::int64_t sizes[] = {100'000, 1'000'000, 10'000'000};
+constexpr std::int64_t k_per_mille[] = {1, 10, 100, 1000};  // 1000: dense (identity, fp32)
+constexpr std::int64_t message_counts[] = {1, 4};
+
+void d_args(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t d : sizes) b->Args({d});
+}
+
+void combine_args(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t d : sizes)
+    for (const std::int64_t pm : k_per_mille)
+      for (const std::int64_t m : message_counts) b->Args({d, pm, m});
+}
+
+void round_args(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t d : {100'000, 1'000'000})
+    for (const std::int64_t nodes : {8, 16}) b->Args({d, nodes});
+}
+
+}  // namespace
+
+BENCHMARK(BM_PushSumCombine)->Apply(combine_args)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DenseScale)->Apply(d_args)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SparsePushGossipRound)->Apply(round_args)->Unit(benchmark::kMicrosecond);

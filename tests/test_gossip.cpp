@@ -1,0 +1,311 @@
+// Tests of push-sum gossip (gossip/*.hpp) over the in-process transport: exact averaging on every
+// schedule within a round budget derived from the schedule's own spectrum, mass conservation,
+// the role of u, the eta-relaxed weight update, thread-count independence, message loss, the
+// byte ledger, and the strong guarantee on bad input.
+#include <Eigen/Dense>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <sparsepush/sparsepush.hpp>
+
+#include "test_util.hpp"
+
+using namespace sparsepush;
+
+namespace {
+using vec = std::vector<double>;
+
+template <class S>
+Eigen::MatrixXd dense_w(const S& s, std::uint64_t t) {
+  const std::size_t n = s.num_nodes();
+  Eigen::MatrixXd w = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n));
+  std::vector<out_edge> col;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    s.out_edges(t, j, col);
+    for (const auto& e : col) w(e.to, j) += e.share;
+  }
+  return w;
+}
+
+/// Rounds after which push-sum is within ~1e-10 of the average, from the second-largest
+/// eigenvalue modulus of the product of W over one period (or a 32-round window).
+template <class S>
+std::size_t round_budget(const S& s) {
+  const std::size_t span = s.period() ? s.period() : 32;
+  const auto n = static_cast<Eigen::Index>(s.num_nodes());
+  Eigen::MatrixXd p = Eigen::MatrixXd::Identity(n, n);
+  for (std::size_t t = 0; t < span; ++t) p = dense_w(s, t) * p;
+  Eigen::EigenSolver<Eigen::MatrixXd> es(p, false);
+  std::vector<double> mods;
+  for (Eigen::Index i = 0; i < n; ++i) mods.push_back(std::abs(es.eigenvalues()[i]));
+  std::sort(mods.rbegin(), mods.rend());
+  const double rho = mods.size() > 1 ? mods[1] : 0.0;
+  if (rho < 1e-12) return span + 1;
+  return span * static_cast<std::size_t>(std::ceil(std::log(1e-10) / std::log(rho))) + span;
+}
+
+std::vector<vec> random_models(std::size_t n, std::size_t d, unsigned seed) {
+  std::vector<vec> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = test::gaussian<double>(d, seed * 1000 + static_cast<unsigned>(i), 1.0 + i);
+  return x;
+}
+
+vec average(const std::vector<vec>& x) {
+  vec a(x[0].size(), 0.0);
+  for (const auto& xi : x)
+    for (std::size_t l = 0; l < a.size(); ++l) a[l] += xi[l] / static_cast<double>(x.size());
+  return a;
+}
+
+double max_error(const push_sum_group<vec>& g, const vec& avg) {
+  double err = 0;
+  for (std::size_t i = 0; i < g.num_nodes(); ++i) {
+    const auto xh = g.debiased(i);
+    for (std::size_t l = 0; l < avg.size(); ++l) err = std::max(err, std::abs(xh[l] - avg[l]));
+  }
+  return err;
+}
+}  // namespace
+
+TEST_CASE("push-sum reaches the exact average on every schedule, mass conserved every round",
+          "[gossip]") {
+  for (std::size_t n : {2u, 3u, 4u, 8u, 16u, 33u}) {
+    std::vector<std::string> specs = {"directed-ring", "undirected-ring", "complete", "time-varying-ring",
+                                      "alternating-ring", "exponential", "bidirectional-exponential",
+                                      "random:1", "erdos-renyi:0.3"};
+    if (n >= 3) specs.push_back("exponential:2");
+    if (n == 16) specs.push_back("torus:4x4");
+    for (const auto& spec : specs) {
+      INFO(spec << " n=" << n);
+      const auto s = parse_schedule(spec, n, 5);
+      const std::size_t budget = round_budget(s);
+      INFO("round budget " << budget);
+      REQUIRE(budget < 20000);
+      const auto x0 = random_models(n, 6, static_cast<unsigned>(n));
+      const vec avg = average(x0);
+      push_sum_group<vec> g(x0);
+      in_process_network net(n);
+      const vec m0 = g.mass();
+      for (std::uint32_t t = 0; t < budget; ++t) {
+        g.round(s, identity{}, net, t);
+        if (t % 7 == 0 || t + 1 == budget) {
+          const vec m = g.mass();
+          for (std::size_t l = 0; l < m.size(); ++l)
+            REQUIRE(std::abs(m[l] - m0[l]) <= 1e-12 * (std::abs(m0[l]) + static_cast<double>(n)));
+          REQUIRE(std::abs(g.weight_mass() - static_cast<double>(n)) <= 1e-12 * n);
+        }
+      }
+      REQUIRE(max_error(g, avg) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("without push-sum weights a column-stochastic W converges to the wrong value", "[gossip]") {
+  // Node 0 pushes to everyone, the others to their successor: column stochastic, not doubly.
+  const std::size_t n = 6;
+  digraph g(n);
+  for (std::size_t j = 1; j < n; ++j) g.add_edge(0, j);
+  for (std::size_t i = 1; i < n; ++i) g.add_edge(i, (i + 1) % n);
+  const auto s = static_schedule(g);
+  REQUIRE_NOTHROW(validate_schedule(s));
+  const auto x0 = random_models(n, 4, 3);
+  const vec avg = average(x0);
+  push_sum_group<vec> grp(x0);
+  in_process_network net(n);
+  for (std::uint32_t t = 0; t < 300; ++t) grp.round(s, identity{}, net, t);
+  double plain_err = 0;  // x alone, as if u were ignored
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t l = 0; l < 4; ++l) plain_err = std::max(plain_err, std::abs(grp.x(i)[l] - avg[l]));
+  REQUIRE(plain_err > 0.05);
+  REQUIRE(max_error(grp, avg) < 1e-9);
+}
+
+TEST_CASE("u mixed with the eta-relaxed matrix: exact average; with plain W: off", "[gossip]") {
+  // Irregular time-varying directed graph on 7 nodes, identity C, eta = 0.5 (ALGORITHMS.md).
+  const std::size_t n = 7;
+  std::vector<digraph> gs(3, digraph(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    gs[0].add_edge(i, (i + 1) % n);
+    if (i % 2 == 0) gs[0].add_edge(i, (i + 3) % n);
+    gs[1].add_edge(i, (i + 2) % n);
+    if (i == 0) for (std::size_t j = 2; j < n; ++j) gs[1].add_edge(0, j);
+    gs[2].add_edge(i, (i + n - 1) % n);
+  }
+  const auto s = time_varying_schedule(gs);
+  validate_schedule(s);
+  const auto x0 = random_models(n, 3, 9);
+  const vec avg = average(x0);
+  push_sum_group<vec> grp(x0, {0.5, true, 1});
+  in_process_network net(n);
+  for (std::uint32_t t = 0; t < 400; ++t) grp.round(s, identity{}, net, t);
+  REQUIRE(max_error(grp, avg) < 1e-12);
+
+  // Independent dense simulation of the wrong variant: x relaxed, u mixed with plain W.
+  Eigen::MatrixXd x(n, 3);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t l = 0; l < 3; ++l) x(i, l) = x0[i][l];
+  Eigen::VectorXd u = Eigen::VectorXd::Ones(n);
+  const Eigen::MatrixXd id = Eigen::MatrixXd::Identity(n, n);
+  for (std::uint32_t t = 0; t < 400; ++t) {
+    const Eigen::MatrixXd w = dense_w(s, t);
+    x = (id + 0.5 * (w - id)) * x;
+    u = w * u;
+  }
+  double wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t l = 0; l < 3; ++l) wrong = std::max(wrong, std::abs(x(i, l) / u(i) - avg[l]));
+  REQUIRE(wrong > 1e-3);
+}
+
+TEST_CASE("compressed push-sum conserves mass every round (top-K, error feedback)", "[gossip]") {
+  const std::size_t n = 8, d = 2000;
+  const auto s = parse_schedule("time-varying-ring", n);
+  const auto x0 = random_models(n, d, 4);
+  push_sum_group<vec> g(x0, {0.05, true, 2});
+  in_process_network net(n);
+  const vec m0 = g.mass();
+  const double d0 = g.consensus_distance();
+  for (std::uint32_t t = 0; t < 200; ++t) {
+    g.round(s, top_k{k_spec::fraction(0.01)}, net, t);
+    const vec m = g.mass();
+    for (std::size_t l = 0; l < d; ++l) REQUIRE(std::abs(m[l] - m0[l]) < 1e-10);
+    REQUIRE(std::abs(g.weight_mass() - n) < 1e-12);
+  }
+  REQUIRE(g.consensus_distance() < d0);
+  // the ledger counts the real envelopes: one per non-self edge, header + message bytes
+  REQUIRE(net.total_messages() == 200 * n);
+}
+
+TEST_CASE("results are bit-identical for 1, 2 and 4 threads", "[gossip]") {
+  const std::size_t n = 9, d = 3000;
+  const auto x0 = random_models(n, d, 8);
+  std::vector<std::vector<vec>> finals;
+  for (std::size_t threads : {1u, 2u, 4u}) {
+    const auto s = parse_schedule("random:2", n, 11);
+    push_sum_group<vec> g(x0, {0.3, true, threads, 5});
+    in_process_network net(n);
+    for (std::uint32_t t = 0; t < 30; ++t)
+      g.round(s, t % 2 ? any_compressor(random_k{k_spec::fraction(0.05)}) : any_compressor(top_k{k_spec::fraction(0.02), {value_encoding::qsgd, 8}}), net, t);
+    std::vector<vec> fin;
+    for (std::size_t i = 0; i < n; ++i) {
+      fin.emplace_back(g.x(i).begin(), g.x(i).end());
+      fin.back().push_back(g.u(i));
+      fin.back().insert(fin.back().end(), g.residual(i).begin(), g.residual(i).end());
+    }
+    finals.push_back(fin);
+  }
+  REQUIRE(finals[0] == finals[1]);
+  REQUIRE(finals[0] == finals[2]);
+}
+
+TEST_CASE("message loss: weight lost equals the dropped shares, ledger equals the trace", "[gossip]") {
+  const std::size_t n = 8;
+  const auto s = parse_schedule("exponential", n);
+  push_sum_group<vec> g(random_models(n, 50, 1), {1.0, true, 1});
+  in_process_network net(n, {0.3, 77, true});
+  for (std::uint32_t t = 0; t < 20; ++t) {
+    std::vector<double> u_before(n);
+    for (std::size_t i = 0; i < n; ++i) u_before[i] = g.u(i);
+    const double before = g.weight_mass();
+    net.clear_trace();
+    g.round(s, top_k{k_spec::count(5)}, net, t);
+    double lost = 0;
+    std::size_t bytes = 0;
+    for (const auto& dl : net.trace()) {
+      REQUIRE(dl.round == t);
+      if (dl.dropped) lost += dl.share * u_before[dl.from];
+      bytes += dl.bytes;
+      REQUIRE(dl.bytes == envelope_header_bytes + g.last_message(dl.from).wire_bytes());
+    }
+    REQUIRE(g.weight_mass() == Approx(before - lost).epsilon(1e-12));
+    REQUIRE(net.trace().size() == n);
+    static_cast<void>(bytes);
+  }
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) total += net.bytes_sent(i);
+  REQUIRE(total == net.total_bytes());
+  REQUIRE(g.weight_mass() < static_cast<double>(n));  // some messages were dropped
+  REQUIRE_THROWS_AS(in_process_network(4, {1.0, 0, false}), config_error);
+}
+
+TEST_CASE("bad inputs to a group are errors and leave every node as it was", "[gossip]") {
+  auto x0 = random_models(4, 100, 2);
+  x0[2].resize(99);
+  REQUIRE_THROWS_WITH(push_sum_group<vec>(x0), Catch::Contains("node 2 has 99"));
+  x0 = random_models(4, 100, 2);
+  REQUIRE_THROWS_WITH(push_sum_group<vec>(x0, {0.0, true, 1}), Catch::Contains("eta"));
+  REQUIRE_THROWS_WITH(push_sum_group<vec>(x0, {1.5, true, 1}), Catch::Contains("eta"));
+  x0[1][7] = std::nan("");
+  REQUIRE_THROWS_AS(push_sum_group<vec>(x0), non_finite_error);
+
+  x0 = random_models(4, 100, 2);
+  push_sum_group<vec> g(x0, {0.5, true, 2});
+  in_process_network net(4);
+  const auto s = parse_schedule("exponential", 4);
+  g.round(s, top_k{k_spec::count(10)}, net, 0);
+  auto snapshot = [&] {
+    std::vector<vec> out;
+    for (std::size_t i = 0; i < 4; ++i) {
+      out.emplace_back(g.x(i).begin(), g.x(i).end());
+      out.back().push_back(g.u(i));
+      out.back().insert(out.back().end(), g.residual(i).begin(), g.residual(i).end());
+    }
+    return out;
+  };
+  const auto before = snapshot();
+  const auto bytes = net.total_bytes();
+  REQUIRE_THROWS_WITH(g.round(parse_schedule("exponential", 5), top_k{k_spec::count(10)}, net, 1),
+                      Catch::Contains("schedule has 5 nodes"));
+  REQUIRE_THROWS_AS(g.round(s, top_k{k_spec::count(101)}, net, 1), config_error);
+  g.x(3)[42] = std::numeric_limits<double>::infinity();
+  try {
+    g.round(s, top_k{k_spec::count(10)}, net, 1);
+    FAIL("no exception");
+  } catch (const non_finite_error& e) {
+    REQUIRE(std::string(e.what()).find("node 3, round 1") != std::string::npos);
+    REQUIRE(e.index() == 42);
+  }
+  g.x(3)[42] = before[3][42];
+  REQUIRE(snapshot() == before);
+  REQUIRE(net.total_bytes() == bytes);
+  REQUIRE_NOTHROW(g.round(s, top_k{k_spec::count(10)}, net, 1));
+}
+
+TEMPLATE_TEST_CASE("combine equals a dense reference for any mix of messages", "[gossip]", float, double) {
+  using T = TestType;
+  const std::vector<std::string> specs = {"identity", "identity+fp32", "identity+fp64", "identity+fp16",
+                                          "qsgd:4", "sign", "top-k:0.1", "top-k:0.01+int8",
+                                          "random-k:0.3+bf16", "top-k:0.5+fp64", "threshold:0.05"};
+  std::mt19937 gen(4);
+  for (std::size_t d : {1u, 2047u, 2048u, 2049u, 10000u}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      const std::size_t count = 1 + gen() % 7;
+      std::vector<message> msgs(count);
+      std::vector<weighted_message> in;
+      for (std::size_t m = 0; m < count; ++m) {
+        const auto v = test::gaussian<T>(d, static_cast<unsigned>(trial * 10 + m));
+        parse_compressor(specs[gen() % specs.size()]).compress(std::span<const T>(v), msgs[m], {1, 0, 0});
+      }
+      for (std::size_t m = 0; m < count; ++m) in.push_back({&msgs[m], (static_cast<double>(gen() % 200) - 100) / 37.0});
+      auto x = test::gaussian<T>(d, 999);
+      std::vector<double> ref(x.begin(), x.end());
+      double scale = 1;
+      for (const auto& w : in) {
+        const auto q = test::dense<double>(*w.msg);
+        for (std::size_t l = 0; l < d; ++l) {
+          ref[l] += w.coef * q[l];
+          scale = std::max(scale, std::abs(w.coef * q[l]));
+        }
+      }
+      combine<T>(std::span<T>(x), in);
+      const double tol = 16 * static_cast<double>(count + 1) * std::numeric_limits<T>::epsilon() * scale;
+      for (std::size_t l = 0; l < d; ++l) REQUIRE(std::abs(static_cast<double>(x[l]) - ref[l]) <= tol);
+    }
+  }
+  std::vector<T> wrong(5);
+  message m;
+  identity{}.compress(std::span<const T>(wrong), m, {});
+  std::vector<T> y(6);
+  const weighted_message w{&m, 1.0};
+  REQUIRE_THROWS_WITH(combine<T>(std::span<T>(y), std::span<const weighted_message>(&w, 1)),
+                      Catch::Contains("dim 5") && Catch::Contains("6 elements"));
+}

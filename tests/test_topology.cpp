@@ -1,0 +1,232 @@
+// Tests of sparsepush/topology/*: every built-in schedule is column stochastic with self-loops
+// and strongly connected (checked on dense matrices here), the exponential graphs reproduce
+// SGP's peer offsets (computed independently, integer log), and bad schedules are clear errors.
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+#include <sparsepush/sparsepush.hpp>
+
+using namespace sparsepush;
+
+namespace {
+using dense = std::vector<std::vector<double>>;  // W[i][j]
+
+template <class S>
+dense dense_w(const S& s, std::uint64_t t) {
+  const std::size_t n = s.num_nodes();
+  dense w(n, std::vector<double>(n, 0.0));
+  std::vector<out_edge> col;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    s.out_edges(t, j, col);
+    for (const auto& e : col) w[e.to][j] += e.share;
+  }
+  return w;
+}
+
+std::vector<std::string> all_specs(std::size_t n) {
+  std::vector<std::string> s = {"directed-ring", "undirected-ring", "complete", "time-varying-ring",
+                                "alternating-ring", "exponential", "bidirectional-exponential",
+                                "random:1", "erdos-renyi:0.5"};
+  if (n >= 3) s.push_back("exponential:2");
+  if (n == 16) s.push_back("torus:4x4");
+  if (n == 8) s.push_back("torus:2x4");
+  return s;
+}
+
+/// Independent floor(log2(x)) from the bit width.
+std::size_t ilog2(std::size_t x) { return static_cast<std::size_t>(std::bit_width(x)) - 1; }
+}  // namespace
+
+TEST_CASE("every built-in schedule is column stochastic, has self-loops and validates", "[topology]") {
+  for (std::size_t n : {2u, 3u, 4u, 8u, 16u, 33u}) {
+    for (const auto& spec : all_specs(n)) {
+      INFO(spec << " n=" << n);
+      const any_schedule s = parse_schedule(spec, n, 7);
+      REQUIRE(s.num_nodes() == n);
+      const std::size_t rounds = s.period() ? s.period() : 20;
+      for (std::size_t t = 0; t < rounds; ++t) {
+        const auto w = dense_w(s, t);
+        for (std::size_t j = 0; j < n; ++j) {
+          double col = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            REQUIRE(w[i][j] >= 0.0);
+            col += w[i][j];
+          }
+          REQUIRE(std::abs(col - 1.0) < 1e-12);
+          REQUIRE(w[j][j] > 0.0);
+        }
+        const bool symmetric_kind = spec == "undirected-ring" || spec == "complete" || spec.starts_with("torus");
+        if (symmetric_kind)  // symmetric and doubly stochastic
+          for (std::size_t i = 0; i < n; ++i) {
+            double row = 0;
+            for (std::size_t j = 0; j < n; ++j) {
+              REQUIRE(w[i][j] == Approx(w[j][i]).margin(1e-15));
+              row += w[i][j];
+            }
+            REQUIRE(std::abs(row - 1.0) < 1e-12);
+          }
+      }
+    }
+  }
+}
+
+TEST_CASE("one-peer exponential graph reproduces SGP's offsets (integer log)", "[topology]") {
+  for (std::size_t n : {2u, 3u, 5u, 8u, 9u, 16u, 17u, 32u, 33u, 244u, 1000u, 1025u}) {
+    const auto s = one_peer_exponential(n);
+    const std::size_t levels = ilog2(n - 1) + 1;
+    REQUIRE(s.period() == levels);
+    std::vector<out_edge> col;
+    for (std::size_t t = 0; t < 3 * levels; ++t)
+      for (std::uint32_t r = 0; r < n; r += (n > 40 ? 37 : 1)) {
+        s.out_edges(t, r, col);
+        const std::size_t to = (r + (std::size_t{1} << (t % levels))) % n;
+        REQUIRE(col.size() == 2);
+        std::set<std::uint32_t> got{col[0].to, col[1].to};
+        REQUIRE(got == std::set<std::uint32_t>{r, static_cast<std::uint32_t>(to)});
+        REQUIRE(col[0].share == 0.5);
+        REQUIRE(col[1].share == 0.5);
+      }
+  }
+  // n = 8 cycles through offsets 1, 2, 4
+  REQUIRE(exponential_offsets(8) == std::vector<std::size_t>{1, 2, 4});
+}
+
+TEST_CASE("integer floor_log is exact where floating-point log is not", "[topology]") {
+  for (std::size_t x = 1; x < 5000; ++x) {
+    REQUIRE(floor_log(x, 2) == ilog2(x));
+    std::size_t e = 0, p = 3;
+    while (p <= x) ++e, p *= 3;
+    REQUIRE(floor_log(x, 3) == e);
+  }
+  REQUIRE(floor_log(243, 3) == 5);  // std::log(243) / std::log(3) = 4.999999999999999
+  REQUIRE(floor_log(std::size_t{1} << 40, 2) == 40);
+  REQUIRE(floor_log(~std::size_t{0}, 2) == 63);
+}
+
+TEST_CASE("bidirectional and k-peer exponential offsets", "[topology]") {
+  REQUIRE(bidirectional_exponential_offsets(8) == std::vector<std::size_t>{1, 7, 2, 6, 4});
+  const auto b = bidirectional_exponential(8);
+  std::vector<out_edge> col;
+  const std::size_t want[] = {1, 7, 2, 6, 4};
+  for (std::size_t t = 0; t < 10; ++t) {
+    b.out_edges(t, 3, col);
+    REQUIRE(col.size() == 2);
+    REQUIRE((col[0].to == (3 + want[t % 5]) % 8 || col[1].to == (3 + want[t % 5]) % 8));
+  }
+  // k = 2, n = 16: offsets j 3^i for i <= floor(log3 15) = 2: 1 2 3 6 9 (18 = 2 mod 16 repeats)
+  const auto k2 = k_peer_exponential(16, 2);
+  const std::vector<std::size_t> list = {1, 2, 3, 6, 9};
+  for (std::size_t t = 0; t < 12; ++t) {
+    k2.out_edges(t, 0, col);
+    std::set<std::uint32_t> got;
+    for (const auto& e : col) got.insert(e.to);
+    const std::set<std::uint32_t> expect = {0u, static_cast<std::uint32_t>(list[(2 * t) % 5]),
+                                            static_cast<std::uint32_t>(list[(2 * t + 1) % 5])};
+    REQUIRE(got == expect);
+    for (const auto& e : col) REQUIRE(e.share == Approx(1.0 / 3));
+  }
+}
+
+TEST_CASE("random out-peers: k distinct others, reproducible, validated", "[topology]") {
+  const random_out_peers s(10, 3, 99), same(10, 3, 99), other(10, 3, 100);
+  std::vector<out_edge> a, b, c;
+  int differ = 0;
+  for (std::uint64_t t = 0; t < 50; ++t)
+    for (std::uint32_t i = 0; i < 10; ++i) {
+      s.out_edges(t, i, a);
+      same.out_edges(t, i, b);
+      other.out_edges(t, i, c);
+      REQUIRE(a == b);
+      differ += a != c;
+      std::set<std::uint32_t> peers;
+      for (const auto& e : a) peers.insert(e.to);
+      REQUIRE(peers.size() == 4);
+      REQUIRE(peers.count(i) == 1);
+      REQUIRE(a[0].to == i);
+    }
+  REQUIRE(differ > 0);
+  REQUIRE_NOTHROW(validate_schedule(s));
+  REQUIRE_THROWS_AS(random_out_peers(10, 10, 1), schedule_error);
+}
+
+TEST_CASE("strong connectivity check", "[topology]") {
+  digraph g(4);
+  g.add_edge(0, 1);
+  g.add_edge(1, 2);
+  g.add_edge(2, 3);
+  REQUIRE_FALSE(strongly_connected(g));
+  g.add_edge(3, 0);
+  REQUIRE(strongly_connected(g));
+  REQUIRE_THROWS_WITH(g.add_edge(0, 4), Catch::Contains("outside [0, 4)"));
+  // Erdos-Renyi graphs are retried until strongly connected, deterministically per seed
+  for (std::uint64_t seed = 0; seed < 5; ++seed) {
+    const auto er = erdos_renyi_directed(12, 0.2, seed);
+    REQUIRE_NOTHROW(validate_schedule(er));
+    REQUIRE(dense_w(er, 0) == dense_w(erdos_renyi_directed(12, 0.2, seed), 0));
+  }
+}
+
+TEST_CASE("bad schedules are clear errors naming round and node", "[topology]") {
+  auto col = [](std::uint32_t self, double ws, std::vector<out_edge> rest) {
+    rest.insert(rest.begin(), out_edge{self, ws});
+    return rest;
+  };
+  // not column stochastic: node 1 of round 1 sends 0.5 + 0.6
+  std::vector<std::vector<out_edge>> good = {col(0, 0.5, {{1, 0.5}}), col(1, 0.5, {{2, 0.5}}), col(2, 0.5, {{0, 0.5}})};
+  auto bad = good;
+  bad[1] = col(1, 0.5, {{2, 0.6}});
+  periodic_schedule s1({mixing_round::from_columns(good), mixing_round::from_columns(bad)});
+  REQUIRE_THROWS_WITH(validate_schedule(s1), Catch::Contains("round 1, node 1") && Catch::Contains("sum to 1.1"));
+  // negative weight
+  bad = good;
+  bad[2] = col(2, 1.5, {{0, -0.5}});
+  REQUIRE_THROWS_WITH(validate_schedule(periodic_schedule({mixing_round::from_columns(bad)})),
+                      Catch::Contains("round 0, node 2") && Catch::Contains("not in [0, 1]"));
+  // missing self-loop
+  bad = good;
+  bad[0] = {{1, 1.0}};
+  REQUIRE_THROWS_WITH(validate_schedule(periodic_schedule({mixing_round::from_columns(bad)})),
+                      Catch::Contains("round 0, node 0") && Catch::Contains("missing self-loop"));
+  // receiver out of range, duplicate receiver
+  bad = good;
+  bad[0] = col(0, 0.5, {{3, 0.5}});
+  REQUIRE_THROWS_WITH(validate_schedule(periodic_schedule({mixing_round::from_columns(bad)})),
+                      Catch::Contains("outside [0, 3)"));
+  bad = good;
+  bad[0] = col(0, 0.4, {{1, 0.3}, {1, 0.3}});
+  REQUIRE_THROWS_WITH(validate_schedule(periodic_schedule({mixing_round::from_columns(bad)})),
+                      Catch::Contains("appears twice"));
+  // disconnected: two directed rings
+  digraph g(6);
+  for (std::size_t i = 0; i < 3; ++i) {
+    g.add_edge(i, (i + 1) % 3);
+    g.add_edge(3 + i, 3 + (i + 1) % 3);
+  }
+  REQUIRE_THROWS_WITH(validate_schedule(static_schedule(g)), Catch::Contains("not strongly connected"));
+  // connected only over the period: each round alone is disconnected, the union is a ring
+  digraph a(4), b(4);
+  a.add_edge(0, 1);
+  a.add_edge(2, 3);
+  b.add_edge(1, 2);
+  b.add_edge(3, 0);
+  REQUIRE_NOTHROW(validate_schedule(time_varying_schedule({a, b})));
+  REQUIRE_THROWS_AS(validate_schedule(time_varying_schedule({a})), schedule_error);
+  REQUIRE_THROWS_WITH(metropolis_hastings(a), Catch::Contains("undirected"));
+}
+
+TEST_CASE("schedule spec strings", "[topology]") {
+  REQUIRE(parse_schedule("exponential", 8).period() == 3);
+  REQUIRE(parse_schedule("time-varying-ring:1,3", 8).period() == 2);
+  REQUIRE(parse_schedule("random:2", 8, 1).period() == 0);
+  REQUIRE_THROWS_WITH(parse_schedule("ring", 8), Catch::Contains("unknown schedule 'ring'"));
+  REQUIRE_THROWS_WITH(parse_schedule("torus:3x3", 8), Catch::Contains("9 nodes, not 8"));
+  REQUIRE_THROWS_WITH(parse_schedule("torus", 8), Catch::Contains("RxC"));
+  REQUIRE_THROWS_WITH(parse_schedule("random", 8), Catch::Contains("needs K"));
+  REQUIRE_THROWS_WITH(parse_schedule("exponential:x", 8), Catch::Contains("not a whole number"));
+  REQUIRE_THROWS_WITH(parse_schedule("exponential:8", 8), Catch::Contains("1 <= k < n"));
+  REQUIRE_THROWS_WITH(parse_schedule("time-varying-ring:8", 8), Catch::Contains("multiple of n"));
+  REQUIRE_THROWS_WITH(parse_schedule("directed-ring:2", 8), Catch::Contains("takes no argument"));
+  REQUIRE_THROWS_WITH(parse_schedule("directed-ring", 1), Catch::Contains("at least 2 nodes"));
+  REQUIRE_THROWS_WITH(parse_schedule("erdos-renyi:2", 8), Catch::Contains("(0, 1]"));
+}
