@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ class push_sum_group {
     return out;
   }
 
+  /// Run f(i) for every node on the group's threads (f must only touch node i's data).
+  void for_each_node(const std::function<void(std::size_t)>& f) { pool_.parallel_for(nodes_.size(), f); }
+
   /// Bytes of state one node keeps: numerator, residual, weight and its outgoing message buffer
   /// capacity (the last message's wire size).
   std::size_t state_bytes(std::size_t i) const {
@@ -84,13 +88,46 @@ class push_sum_group {
            msgs_.at(i).wire_bytes();
   }
 
-  /// One round t: compress, push over the schedule through the transport, mix.
+  /// Per-round settings: the consensus step and an optional local step x_i -= gamma * p_i.
+  struct step {
+    double eta = 1.0;
+    std::span<const std::vector<T>> directions{};  ///< one per node; empty: no local step
+    double gamma = 0.0;
+  };
+
+  /// One round t with the group's eta and no local step.
   template <schedule S, compressor_for<T> C, transport Tr>
   void round(const S& sched, const C& comp, Tr& net, std::uint32_t t) {
+    round(sched, comp, net, t, step{opt_.eta, {}, 0.0});
+  }
+
+  /// One round t: local step (optional), compress, push through the transport, mix.
+  /// Mixing follows the equations literally: S_i = W_ii q_i + sum_{j in in(i)} W_ij q_j (self
+  /// first, then senders ascending), x_i <- x_i + eta (S_i - q_i); with eta = 1 it is evaluated
+  /// as (x_i - q_i) + S_i, so identity compression gives push-sum's x_i = sum_j W_ij x_j exactly.
+  template <schedule S, compressor_for<T> C, transport Tr>
+  void round(const S& sched, const C& comp, Tr& net, std::uint32_t t, const step& st) {
     const std::size_t n = nodes_.size();
     if (sched.num_nodes() != n)
       throw schedule_error("schedule has " + std::to_string(sched.num_nodes()) +
                            " nodes, the group has " + std::to_string(n));
+    if (!(st.eta > 0.0 && st.eta <= 1.0))
+      throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
+                         std::to_string(t));
+    const bool local = !st.directions.empty();
+    if (local) {
+      if (st.directions.size() != n)
+        throw size_error("round " + std::to_string(t) + ": " + std::to_string(st.directions.size()) +
+                         " local directions for " + std::to_string(n) + " nodes");
+      if (!std::isfinite(st.gamma))
+        throw config_error("learning rate is not finite in round " + std::to_string(t));
+      for (std::size_t i = 0; i < n; ++i)
+        if (st.directions[i].size() != d_)
+          throw size_error("round " + std::to_string(t) + ", node " + std::to_string(i) +
+                           ": direction has " + std::to_string(st.directions[i].size()) +
+                           " elements, the model has " + std::to_string(d_));
+    }
+    const T gamma = static_cast<T>(st.gamma);
     // Gather W(t) and check every input before any state changes.
     pool_.parallel_for(n, [&](std::size_t i) {
       const auto node = static_cast<std::uint32_t>(i);
@@ -106,10 +143,15 @@ class push_sum_group {
       if (!(self > 0.0))
         throw schedule_error("round " + std::to_string(t) + ", node " + std::to_string(i) +
                              ": missing self-loop (W[j][j] must be > 0)");
-      check_sum_finite(i, t);
+      check_inputs(i, t, local ? std::span<const T>(st.directions[i]) : std::span<const T>(), gamma);
     });
-    // Communication: q_i = C(x_i + e_i), e_i = v_i - q_i (all inputs checked above).
+    // Local update and communication: x_i -= gamma p_i; q_i = C(x_i + e_i); e_i = v_i - q_i.
     pool_.parallel_for(n, [&](std::size_t i) {
+      if (local) {
+        const auto xi = x(i);
+        const auto& p = st.directions[i];
+        for (std::size_t l = 0; l < d_; ++l) xi[l] = xi[l] - gamma * p[l];
+      }
       const context ctx{opt_.seed, static_cast<std::uint32_t>(i), t};
       if (opt_.error_feedback)
         compress_with_feedback<T>(comp, x(i), std::span<T>(residual_[i]), msgs_[i], ctx);
@@ -119,22 +161,34 @@ class push_sum_group {
     std::vector<outbox> out(n);
     for (std::size_t i = 0; i < n; ++i) out[i] = {&msgs_[i], nodes_[i].u, cols_[i]};
     net.deliver(t, out, inbox_);
-    // Gossip: mix own and received messages into x_i; u from the pre-round weights.
-    const double eta = opt_.eta;
+    // Gossip: S_i from own and received messages, then x_i and u_i (pre-round weights).
+    const double eta = st.eta;
     pool_.parallel_for(n, [&](std::size_t i) {
       double w_self = 0.0;
       for (const auto& e : cols_[i])
         if (e.to == i) w_self = e.share;
-      std::vector<weighted_message> mix;
-      mix.reserve(inbox_[i].size() + 1);
-      mix.push_back({&msgs_[i], eta * (w_self - 1.0)});
-      double u_in = w_self * nodes_[i].u;
+      thread_local std::vector<weighted_message> mix;
+      thread_local std::vector<T> s;
+      mix.clear();
+      mix.push_back({&msgs_[i], w_self});
+      double u_sum = w_self * nodes_[i].u;
       for (const auto& env : inbox_[i]) {
-        mix.push_back({env.msg, eta * env.share});
-        u_in += env.share * env.u;
+        mix.push_back({env.msg, env.share});
+        u_sum += env.share * env.u;
       }
-      combine<T>(x(i), mix);
-      u_next_[i] = nodes_[i].u + eta * (u_in - nodes_[i].u);
+      s.assign(d_, T(0));
+      combine<T>(std::span<T>(s), mix);
+      const auto xi = x(i);
+      if (eta == 1.0) {
+        for_each_value<T>(msgs_[i], [xi](std::uint32_t l, T q) { xi[l] = xi[l] - q; });
+        for (std::size_t l = 0; l < d_; ++l) xi[l] = xi[l] + s[l];
+        u_next_[i] = u_sum;
+      } else {
+        for_each_value<T>(msgs_[i], [](std::uint32_t l, T q) { s[l] = s[l] - q; });
+        const T e = static_cast<T>(eta);
+        for (std::size_t l = 0; l < d_; ++l) xi[l] = xi[l] + e * s[l];
+        u_next_[i] = nodes_[i].u + eta * (u_sum - nodes_[i].u);
+      }
     });
     for (std::size_t i = 0; i < n; ++i) nodes_[i].u = u_next_[i];
   }
@@ -144,8 +198,7 @@ class push_sum_group {
     std::vector<double> avg(d_, 0.0);
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       const auto xi = x(i);
-      const double inv = 1.0 / nodes_[i].u;
-      for (std::size_t l = 0; l < d_; ++l) avg[l] += static_cast<double>(xi[l]) * inv;
+      for (std::size_t l = 0; l < d_; ++l) avg[l] += static_cast<double>(xi[l]) / nodes_[i].u;
     }
     for (auto& a : avg) a /= static_cast<double>(nodes_.size());
     return avg;
@@ -157,10 +210,9 @@ class push_sum_group {
     double total = 0.0;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       const auto xi = x(i);
-      const double inv = 1.0 / nodes_[i].u;
       double s = 0.0;
       for (std::size_t l = 0; l < d_; ++l) {
-        const double diff = static_cast<double>(xi[l]) * inv - avg[l];
+        const double diff = static_cast<double>(xi[l]) / nodes_[i].u - avg[l];
         s += diff * diff;
       }
       total += std::sqrt(s);
@@ -184,17 +236,22 @@ class push_sum_group {
   }
 
  private:
-  void check_sum_finite(std::size_t i, std::uint32_t t) const {
+  /// Throw non_finite_error if x_i - gamma p_i (+ e_i) has a NaN/Inf, before anything changes.
+  void check_inputs(std::size_t i, std::uint32_t t, std::span<const T> p, T gamma) const {
     const auto xi = x(i);
     const context ctx{opt_.seed, static_cast<std::uint32_t>(i), t};
-    if (!opt_.error_feedback) return detail::check_finite(xi, ctx, "x");
-    const auto& e = residual_[i];
+    const bool fb = opt_.error_feedback;
+    auto v_at = [&](std::size_t l) {
+      T v = p.empty() ? xi[l] : xi[l] - gamma * p[l];
+      return fb ? v + residual_[i][l] : v;
+    };
+    if (!p.empty()) detail::check_finite(p, ctx, "local direction");
     bool ok = true;
-    for (std::size_t l = 0; l < d_; ++l) ok &= std::isfinite(xi[l] + e[l]);
+    for (std::size_t l = 0; l < d_; ++l) ok &= std::isfinite(v_at(l));
     if (ok) return;
     for (std::size_t l = 0; l < d_; ++l)
-      if (!std::isfinite(xi[l] + e[l]))
-        detail::throw_non_finite(static_cast<double>(xi[l] + e[l]), l, ctx, "x + e");
+      if (!std::isfinite(v_at(l)))
+        detail::throw_non_finite(static_cast<double>(v_at(l)), l, ctx, fb ? "x + e" : "x");
   }
 
   gossip_options opt_;

@@ -40,8 +40,7 @@ void debias(std::span<const T> x, double u, std::span<T> out) {
   if (out.size() != x.size())
     throw size_error("debias: x has " + std::to_string(x.size()) + " elements, output has " +
                      std::to_string(out.size()));
-  const T inv = static_cast<T>(1.0 / u);
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i] * inv;
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<T>(static_cast<double>(x[i]) / u);
 }
 
 namespace detail {

@@ -1,0 +1,60 @@
+// sparsepush/algorithm/centralized.hpp: the centralized reference for accuracy comparisons: one
+// shared model x, every node's gradient at x averaged (an all-reduce), x <- x - gamma mean_i g_i.
+// Its byte count is that of a ring all-reduce of fp32 values: 2 (n - 1) / n * 4 d per node a round.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../compress/common.hpp"
+#include "../detail/thread_pool.hpp"
+#include "oracle.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// All-reduce SGD over n nodes sharing one model.
+template <tensor_element T>
+class centralized {
+ public:
+  centralized(std::vector<T> x0, std::size_t nodes, std::size_t threads = 1)
+      : x_(std::move(x0)), g_(nodes, std::vector<T>(x_.size())), pool_(threads) {
+    if (nodes < 1) throw config_error("centralized training needs at least one node");
+    if (x_.empty()) throw size_error("centralized training needs a non-empty model");
+  }
+
+  void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
+    const std::size_t n = g_.size(), d = x_.size();
+    pool_.parallel_for(n, [&](std::size_t i) {
+      std::fill(g_[i].begin(), g_[i].end(), T(0));
+      oracle(static_cast<std::uint32_t>(i), t, x_, g_[i]);
+      detail::check_finite(std::span<const T>(g_[i]), context{0, static_cast<std::uint32_t>(i), t},
+                           "local direction");
+    });
+    const T scale = static_cast<T>(gamma / static_cast<double>(n));
+    for (std::size_t l = 0; l < d; ++l) {
+      T sum = 0;
+      for (std::size_t i = 0; i < n; ++i) sum += g_[i][l];
+      x_[l] -= scale * sum;
+    }
+    bytes_ += 2 * (n - 1) * 4 * d;  // n nodes x 2 (n - 1) / n x 4 d
+  }
+
+  std::size_t num_nodes() const noexcept { return g_.size(); }
+  std::size_t dim() const noexcept { return x_.size(); }
+  std::vector<T> model(std::size_t) const { return x_; }
+  std::size_t state_bytes(std::size_t) const { return x_.size() * sizeof(T); }
+  std::size_t bytes_sent() const noexcept { return bytes_; }
+  /// What the same traffic costs in fp32 (all-reduce sends fp32 already: equal to bytes_sent).
+  std::size_t full_precision_bytes() const noexcept { return bytes_; }
+
+ private:
+  std::vector<T> x_;
+  std::vector<std::vector<T>> g_;
+  detail::thread_pool pool_;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace v0
+}  // namespace sparsepush

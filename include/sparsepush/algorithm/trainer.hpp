@@ -1,0 +1,74 @@
+// sparsepush/algorithm/trainer.hpp: a training loop independent of any ML backend. Given a
+// decentralized algorithm (sparse_push, choco, centralized), the nodes' gradient oracles and a
+// learning-rate schedule, run R rounds and report, as asked: parameter divergence
+// (1/n) sum_i ||xh_i - mean(xh)||_2, bytes sent, and the communication ratio
+// (4 d messages) / (bytes actually sent).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "centralized.hpp"
+#include "choco.hpp"
+#include "oracle.hpp"
+#include "sparse_push.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// What every algorithm offers the trainer.
+template <class A, class T>
+concept decentralized_algorithm = requires(A& a, const A& ca, std::uint32_t t, const gradient_oracle<T>& f,
+                                           double gamma) {
+  a.round(t, f, gamma);
+  { ca.num_nodes() } -> std::convertible_to<std::size_t>;
+  { ca.dim() } -> std::convertible_to<std::size_t>;
+  { ca.model(std::size_t{0}) } -> std::same_as<std::vector<T>>;
+  { ca.state_bytes(std::size_t{0}) } -> std::convertible_to<std::size_t>;
+  { ca.bytes_sent() } -> std::convertible_to<std::size_t>;
+  { ca.full_precision_bytes() } -> std::convertible_to<std::size_t>;
+};
+
+/// Metrics after a round.
+struct round_report {
+  std::uint32_t round = 0;
+  double parameter_divergence = 0.0;
+  std::size_t bytes_sent = 0;             ///< all nodes, envelopes included
+  std::size_t full_precision_bytes = 0;   ///< 4 d per message sent
+  double comm_ratio = 0.0;                ///< full_precision_bytes / bytes_sent (0 before any byte)
+};
+
+/// Metrics of an algorithm now.
+template <tensor_element T, class A>
+  requires decentralized_algorithm<A, T>
+round_report report(const A& a, std::uint32_t round) {
+  std::vector<std::vector<T>> models;
+  for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
+  round_report r;
+  r.round = round;
+  r.parameter_divergence = parameter_divergence(models);
+  r.bytes_sent = a.bytes_sent();
+  r.full_precision_bytes = a.full_precision_bytes();
+  r.comm_ratio = r.bytes_sent ? static_cast<double>(r.full_precision_bytes) / static_cast<double>(r.bytes_sent) : 0.0;
+  return r;
+}
+
+/// Run rounds [first, first + rounds) with learning rate lr(t); on_round(report) every `every`
+/// rounds and after the last.
+template <tensor_element T, class A>
+  requires decentralized_algorithm<A, T>
+void train(A& a, const gradient_oracle<T>& oracle, std::uint32_t rounds,
+           const std::function<double(std::uint32_t)>& lr,
+           const std::function<void(const round_report&)>& on_round = {}, std::uint32_t every = 1,
+           std::uint32_t first = 0) {
+  for (std::uint32_t t = first; t < first + rounds; ++t) {
+    a.round(t, oracle, lr(t));
+    if (on_round && ((t + 1 - first) % std::max<std::uint32_t>(every, 1) == 0 || t + 1 == first + rounds))
+      on_round(report<T>(a, t));
+  }
+}
+
+}  // namespace v0
+}  // namespace sparsepush
