@@ -121,6 +121,25 @@ void BM_SparsePushGossipRound(benchmark::State& state) {
   if (t > 0) state.counters["wire_bytes"] = static_cast<double>(net.total_bytes()) / t;  // per round
 }
 
+/// One full Sparse-Push round (local step with a no-op gradient, top-1% with error feedback,
+/// push, mix) at every node: the pure communication overhead of the algorithm over training.
+void BM_SparsePushRound(benchmark::State& state) {
+  const std::size_t d = arg(state, 0), n = arg(state, 1);
+  std::vector<std::vector<float>> x0;
+  for (std::uint32_t i = 0; i < n; ++i) x0.push_back(gaussian(d, 100 + i));
+  sp::sparse_push<float> alg(std::move(x0), sp::parse_schedule("exponential", n),
+                             sp::sparse_push_phases(sp::top_k{sp::k_spec::fraction(0.01)}, 0.02));
+  const sp::gradient_oracle<float> no_op = [](std::uint32_t, std::uint32_t, std::span<const float>,
+                                              std::span<float>) {};
+  std::uint32_t t = 0;
+  for (auto _ : state) {
+    alg.round(t++, no_op, 0.1);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n * d);
+  if (t > 0) state.counters["wire_bytes"] = static_cast<double>(alg.bytes_sent()) / t;  // per round
+}
+
 // --- arguments: d in {1e5, 1e6, 1e7}, k in {0.1%, 1%, 10%} of d (per mille), 1 or 4 messages --
 
 constexpr std::int64_t sizes[] = {100'000, 1'000'000, 10'000'000};
@@ -147,3 +166,4 @@ void round_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_PushSumCombine)->Apply(combine_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DenseScale)->Apply(d_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SparsePushGossipRound)->Apply(round_args)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SparsePushRound)->Apply(round_args)->Unit(benchmark::kMicrosecond);

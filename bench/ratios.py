@@ -34,11 +34,12 @@ PAIRS = [
     ("Decode", "ReadPass", False),
     ("PushSumCombine", "DenseScale", False),
     ("SparsePushGossipRound", "DenseScale", False),
+    ("SparsePushRound", "DenseScale", False),
 ]
 
 # Baseline multiplier per kernel, from the kernel's args (default 1): a gossip round over `nodes`
 # nodes is compared with nodes x DenseScale at the same d.
-BASE_TIMES = {"SparsePushGossipRound": lambda a: a[1]}
+BASE_TIMES = {"SparsePushGossipRound": lambda a: a[1], "SparsePushRound": lambda a: a[1]}
 
 
 def combine_label(a):
@@ -51,6 +52,7 @@ def combine_label(a):
 ARGS_LABEL = {
     "PushSumCombine": combine_label,
     "SparsePushGossipRound": lambda a: f"{a[1]} nodes, top-k 1%",
+    "SparsePushRound": lambda a: f"{a[1]} nodes, top-k 1%, no-op step",
 }
 
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}

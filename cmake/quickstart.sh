@@ -15,8 +15,11 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DSPARSEPUSH_BUILD_TESTS=ON -DSPARSEPUSH_BUILD_BENCH=ON -DSPARSEPUSH_BUILD_EXAMPLES=ON
 cmake --build "$build" -j"$jobs"
 if [ "$what" = main ]; then
-  # The main job until the reference backend lands: a user tensor type, compressed with error
-  # feedback, and the wire size of every compressor at d = 1e6.
+  # The main job until the reference backend lands: decentralized training of a distributed
+  # least-squares model by every algorithm (SP, SCSP, SGP, D-PSGD, DeepSqueeze, CHOCO,
+  # centralized), a user tensor type compressed with error feedback, and the wire size of
+  # every compressor at d = 1e6.
+  "$build/examples/least_squares"
   "$build/examples/custom_backend"
   "$build/examples/wire_sizes" 1000000
 else

@@ -35,7 +35,8 @@ class sparse_push {
   sparse_push(std::vector<std::vector<T>> x0, any_schedule sched, phase_schedule phases,
               sparse_push_options opt = {})
       : sched_(std::move(sched)), phases_(std::move(phases)),
-        group_(check_nodes(std::move(x0), sched_), gossip_options{1.0, true, opt.threads, opt.seed}),
+        group_(check_nodes(std::move(x0), sched_),
+               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed}),
         net_(group_.num_nodes(), opt.network),
         dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
         xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
@@ -64,7 +65,7 @@ class sparse_push {
   const push_sum_group<std::vector<T>>& group() const noexcept { return group_; }
   const in_process_network& network() const noexcept { return net_; }
   const phase_schedule& phases() const noexcept { return phases_; }
-  /// Bytes of persistent state per node: x, e, u and the outgoing message.
+  /// Bytes of persistent state per node: x, e (when kept), u and the outgoing message.
   std::size_t state_bytes(std::size_t i) const { return group_.state_bytes(i); }
   std::size_t bytes_sent() const noexcept { return net_.total_bytes(); }
   std::size_t messages_sent() const noexcept { return net_.total_messages(); }
@@ -72,6 +73,18 @@ class sparse_push {
   std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_.total_messages(); }
 
  private:
+  /// Error feedback is kept unless every phase sends values exactly (identity in the tensor's
+  /// own precision), where e would stay 0: SGP and D-PSGD then keep no residual.
+  static bool needs_feedback(const phase_schedule& ps) {
+    for (const auto& ph : ps.phases()) {
+      const auto* id = std::get_if<identity>(&ph.compressor.get());
+      if (!id || (id->values.encoding != value_encoding::native &&
+                  id->values.encoding != detail::native_encoding<T>))
+        return true;
+    }
+    return false;
+  }
+
   static std::vector<std::vector<T>> check_nodes(std::vector<std::vector<T>> x0, const any_schedule& s) {
     if (s.num_nodes() != x0.size())
       throw schedule_error("schedule has " + std::to_string(s.num_nodes()) + " nodes but " +
