@@ -9,6 +9,7 @@ packages=(
   catch2 librandom123-dev zlib1g-dev                # tests
   libbenchmark-dev                                  # microbenchmarks
   libboost-graph-dev                                # Boost.Graph adapter
+  dataset-fashion-mnist                             # the data the training examples use
 )
 missing=()
 for p in "${packages[@]}"; do

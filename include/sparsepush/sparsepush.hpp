@@ -32,3 +32,4 @@
 #include "algorithm/choco.hpp"
 #include "algorithm/centralized.hpp"
 #include "algorithm/trainer.hpp"
+#include "data/partition.hpp"

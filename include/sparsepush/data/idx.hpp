@@ -1,0 +1,168 @@
+// sparsepush/data/idx.hpp: the IDX format of (Fashion-)MNIST, plain or gzip-compressed (read
+// through zlib, which handles both). Images: magic 0x00000803, count, rows, cols, then
+// count*rows*cols bytes; labels: magic 0x00000801, count, then count bytes (big-endian header).
+// load_fashion_mnist(dir) reads the four files of Debian's dataset-fashion-mnist package
+// (/usr/share/datasets/fashion-mnist). Every failure is a data_error naming file and problem.
+// Needs zlib: link sparsepush::data; the core never includes this header.
+#pragma once
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../config.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// A data file is missing, truncated or malformed, or two files disagree.
+class data_error : public error {
+ public:
+  using error::error;
+};
+
+/// Images as bytes, row-major: pixels[(i * rows + r) * cols + c].
+struct idx_images {
+  std::uint32_t count = 0, rows = 0, cols = 0;
+  std::vector<std::uint8_t> pixels;
+};
+
+/// Labels, one byte each.
+struct idx_labels {
+  std::vector<std::uint8_t> labels;
+};
+
+/// Default location of Debian's dataset-fashion-mnist files.
+inline const char* default_fashion_mnist_dir() noexcept { return "/usr/share/datasets/fashion-mnist"; }
+
+namespace detail {
+class gz_reader {
+ public:
+  explicit gz_reader(const std::string& path) : path_(path) {
+    if (!std::filesystem::exists(path))
+      throw data_error("data file " + path + " does not exist (install the Debian package "
+                       "dataset-fashion-mnist or pass another directory)");
+    f_ = gzopen(path.c_str(), "rb");
+    if (!f_) throw data_error("cannot open data file " + path);
+  }
+  ~gz_reader() {
+    if (f_) gzclose(f_);
+  }
+  gz_reader(const gz_reader&) = delete;
+  gz_reader& operator=(const gz_reader&) = delete;
+
+  /// Read exactly n bytes or throw naming what was being read.
+  void read(void* dst, std::size_t n, const char* what) {
+    auto* p = static_cast<unsigned char*>(dst);
+    std::size_t got = 0;
+    while (got < n) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n - got, 1u << 30));
+      const int r = gzread(f_, p + got, chunk);
+      if (r < 0) {
+        int err = 0;
+        const char* msg = gzerror(f_, &err);
+        throw data_error(path_ + ": read error in " + what + ": " + (msg ? msg : "unknown"));
+      }
+      if (r == 0)
+        throw data_error(path_ + ": truncated: " + what + " needs " + std::to_string(n) + " bytes, file ends after " +
+                         std::to_string(got));
+      got += static_cast<std::size_t>(r);
+    }
+  }
+  std::uint32_t read_be32(const char* what) {
+    unsigned char b[4];
+    read(b, 4, what);
+    return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
+  }
+  /// True when no byte is left.
+  bool at_end() {
+    unsigned char c;
+    return gzread(f_, &c, 1) == 0;
+  }
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+};
+}  // namespace detail
+
+inline idx_images read_idx_images(const std::string& path) {
+  detail::gz_reader in(path);
+  const std::uint32_t magic = in.read_be32("the magic number");
+  if (magic != 0x00000803u)
+    throw data_error(path + ": bad magic number " + std::to_string(magic) + " (an IDX image file has 2051)");
+  idx_images im;
+  im.count = in.read_be32("the image count");
+  im.rows = in.read_be32("the row count");
+  im.cols = in.read_be32("the column count");
+  if (im.rows == 0 || im.cols == 0 || im.rows > 4096 || im.cols > 4096)
+    throw data_error(path + ": implausible image size " + std::to_string(im.rows) + "x" + std::to_string(im.cols));
+  const std::uint64_t bytes = std::uint64_t{im.count} * im.rows * im.cols;
+  if (bytes > (std::uint64_t{1} << 34)) throw data_error(path + ": header announces " + std::to_string(bytes) + " bytes");
+  im.pixels.resize(static_cast<std::size_t>(bytes));
+  in.read(im.pixels.data(), im.pixels.size(), "the pixels");
+  if (!in.at_end()) throw data_error(path + ": trailing bytes after " + std::to_string(im.count) + " images");
+  return im;
+}
+
+inline idx_labels read_idx_labels(const std::string& path) {
+  detail::gz_reader in(path);
+  const std::uint32_t magic = in.read_be32("the magic number");
+  if (magic != 0x00000801u)
+    throw data_error(path + ": bad magic number " + std::to_string(magic) + " (an IDX label file has 2049)");
+  const std::uint32_t count = in.read_be32("the label count");
+  if (count > (1u << 30)) throw data_error(path + ": implausible label count " + std::to_string(count));
+  idx_labels lb;
+  lb.labels.resize(count);
+  in.read(lb.labels.data(), count, "the labels");
+  if (!in.at_end()) throw data_error(path + ": trailing bytes after " + std::to_string(count) + " labels");
+  return lb;
+}
+
+/// A labelled image set: pixels scaled to [0, 1], labels in [0, classes).
+struct labelled_images {
+  std::uint32_t count = 0, rows = 0, cols = 0;
+  std::vector<float> pixels;
+  std::vector<std::uint8_t> labels;
+};
+
+/// Read an image file and its label file; they must agree in count, labels must be < classes.
+inline labelled_images load_labelled(const std::string& images, const std::string& labels, unsigned classes = 10) {
+  const auto im = read_idx_images(images);
+  auto lb = read_idx_labels(labels);
+  if (lb.labels.size() != im.count)
+    throw data_error(images + " holds " + std::to_string(im.count) + " images but " + labels + " holds " +
+                     std::to_string(lb.labels.size()) + " labels");
+  for (std::size_t i = 0; i < lb.labels.size(); ++i)
+    if (lb.labels[i] >= classes)
+      throw data_error(labels + ": label " + std::to_string(lb.labels[i]) + " of sample " + std::to_string(i) +
+                       " is not below " + std::to_string(classes));
+  labelled_images out{im.count, im.rows, im.cols, std::vector<float>(im.pixels.size()), std::move(lb.labels)};
+  for (std::size_t p = 0; p < im.pixels.size(); ++p) out.pixels[p] = static_cast<float>(im.pixels[p]) * (1.0f / 255.0f);
+  return out;
+}
+
+/// Fashion-MNIST's train and test sets from a directory with the four standard .gz files.
+struct fashion_mnist {
+  labelled_images train, test;
+};
+
+inline fashion_mnist load_fashion_mnist(const std::string& dir = default_fashion_mnist_dir()) {
+  const std::filesystem::path d(dir);
+  if (!std::filesystem::is_directory(d))
+    throw data_error("data directory " + dir + " does not exist (install the Debian package dataset-fashion-mnist "
+                     "or pass --data DIR)");
+  fashion_mnist fm{load_labelled((d / "train-images-idx3-ubyte.gz").string(), (d / "train-labels-idx1-ubyte.gz").string()),
+                   load_labelled((d / "t10k-images-idx3-ubyte.gz").string(), (d / "t10k-labels-idx1-ubyte.gz").string())};
+  if (fm.train.rows != fm.test.rows || fm.train.cols != fm.test.cols)
+    throw data_error(dir + ": train images are " + std::to_string(fm.train.rows) + "x" + std::to_string(fm.train.cols) +
+                     " but test images are " + std::to_string(fm.test.rows) + "x" + std::to_string(fm.test.cols));
+  return fm;
+}
+
+}  // namespace v0
+}  // namespace sparsepush
