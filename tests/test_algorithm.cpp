@@ -168,6 +168,46 @@ TEST_CASE("reductions to independent references, bit for bit", "[algorithm]") {
   }
 }
 
+TEST_CASE("SCSP's final rounds are plain push-sum of x, the residual left alone", "[algorithm]") {
+  const least_squares ls(5, 20, 20, 1.0, 6);
+  const auto f = ls.oracle();
+  const auto sched = parse_schedule("exponential", 5);
+  sparse_push<double> alg(start_models(5, 20), sched, scsp_phases(parse_compressor("top-k:0.1"), 0.1, 10, 5));
+  for (std::uint32_t t = 0; t < 10; ++t) alg.round(t, f, 0.05);
+  for (std::uint32_t t = 10; t < 15; ++t) {
+    std::vector<vec> x(5), e(5);
+    vec u(5);
+    for (std::size_t i = 0; i < 5; ++i) {
+      x[i].assign(alg.group().x(i).begin(), alg.group().x(i).end());
+      e[i].assign(alg.group().residual(i).begin(), alg.group().residual(i).end());
+      u[i] = alg.group().u(i);
+    }
+    alg.round(t, f, 0.05);
+    // independent: x_i = W_ii x_i + sum_{j in in(i), ascending} W_ij x_j, same for u
+    std::vector<vec> xn(5, vec(20, 0.0));
+    vec un(5, 0.0);
+    std::vector<out_edge> col;
+    for (std::uint32_t i = 0; i < 5; ++i) {
+      std::vector<std::pair<std::uint32_t, double>> row;
+      for (std::uint32_t j = 0; j < 5; ++j) {
+        sched.out_edges(t, j, col);
+        for (const auto& ed : col)
+          if (ed.to == i) row.push_back({j, ed.share});
+      }
+      std::stable_partition(row.begin(), row.end(), [i](const auto& p) { return p.first == i; });
+      for (const auto& [j, w] : row) {
+        for (std::size_t l = 0; l < 20; ++l) xn[i][l] += w * x[j][l];
+        un[i] += w * u[j];
+      }
+    }
+    for (std::size_t i = 0; i < 5; ++i) {
+      REQUIRE(vec(alg.group().x(i).begin(), alg.group().x(i).end()) == xn[i]);
+      REQUIRE(alg.group().u(i) == un[i]);
+      REQUIRE(vec(alg.group().residual(i).begin(), alg.group().residual(i).end()) == e[i]);
+    }
+  }
+}
+
 TEST_CASE("SP with top-K conserves mass every round, local steps included", "[algorithm]") {
   const least_squares ls(8, 200, 10, 1.0, 4);
   const auto f0 = ls.oracle();

@@ -4,7 +4,8 @@
 //   2. communication: v_i = x_i' + e_i,  q_i = C(v_i),  e_i <- v_i - q_i,  push q_i, u_i, W[r][i]
 //   3. gossip:        x_i <- x_i' + eta (sum_j W_ij q_j - q_i),  u_i <- u_i + eta (sum_j W_ij u_j - u_i)
 // SGP = identity C, eta = 1; D-PSGD = SGP on a symmetric doubly stochastic schedule;
-// DeepSqueeze = SP on a symmetric doubly stochastic schedule (u stays 1); SCSP = phases.
+// DeepSqueeze = SP on a symmetric doubly stochastic schedule (u stays 1); SCSP = phases. In exact
+// phases (identity in full precision) the residual is left alone: x_i <- sum_j W_ij x_j.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +47,9 @@ class sparse_push {
   /// One round t with learning rate gamma.
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
     const phase& ph = phases_.at(t);
-    typename push_sum_group<std::vector<T>>::step st{ph.eta, {}, gamma};
+    // Exact phases (identity in full precision, e.g. SCSP's final gossip) are plain push-sum of x:
+    // x_i <- sum_j W_ij x_j; the residual is neither sent nor changed.
+    typename push_sum_group<std::vector<T>>::step st{ph.eta, {}, gamma, !exact(ph.compressor)};
     if (ph.local_step) {
       group_.for_each_node([&](std::size_t i) {
         group_.debiased(i, xh_[i]);
@@ -75,13 +78,14 @@ class sparse_push {
  private:
   /// Error feedback is kept unless every phase sends values exactly (identity in the tensor's
   /// own precision), where e would stay 0: SGP and D-PSGD then keep no residual.
+  static bool exact(const any_compressor& c) {
+    const auto* id = std::get_if<identity>(&c.get());
+    return id && (id->values.encoding == value_encoding::native ||
+                  id->values.encoding == detail::native_encoding<T>);
+  }
   static bool needs_feedback(const phase_schedule& ps) {
-    for (const auto& ph : ps.phases()) {
-      const auto* id = std::get_if<identity>(&ph.compressor.get());
-      if (!id || (id->values.encoding != value_encoding::native &&
-                  id->values.encoding != detail::native_encoding<T>))
-        return true;
-    }
+    for (const auto& ph : ps.phases())
+      if (!exact(ph.compressor)) return true;
     return false;
   }
 

@@ -93,6 +93,7 @@ class push_sum_group {
     double eta = 1.0;
     std::span<const std::vector<T>> directions{};  ///< one per node; empty: no local step
     double gamma = 0.0;
+    bool feedback = true;  ///< use error feedback this round (if the group keeps a residual)
   };
 
   /// One round t with the group's eta and no local step.
@@ -128,6 +129,7 @@ class push_sum_group {
                            " elements, the model has " + std::to_string(d_));
     }
     const T gamma = static_cast<T>(st.gamma);
+    const bool fb = opt_.error_feedback && st.feedback;
     // Gather W(t) and check every input before any state changes.
     pool_.parallel_for(n, [&](std::size_t i) {
       const auto node = static_cast<std::uint32_t>(i);
@@ -143,7 +145,7 @@ class push_sum_group {
       if (!(self > 0.0))
         throw schedule_error("round " + std::to_string(t) + ", node " + std::to_string(i) +
                              ": missing self-loop (W[j][j] must be > 0)");
-      check_inputs(i, t, local ? std::span<const T>(st.directions[i]) : std::span<const T>(), gamma);
+      check_inputs(i, t, local ? std::span<const T>(st.directions[i]) : std::span<const T>(), gamma, fb);
     });
     // Local update and communication: x_i -= gamma p_i; q_i = C(x_i + e_i); e_i = v_i - q_i.
     pool_.parallel_for(n, [&](std::size_t i) {
@@ -153,7 +155,7 @@ class push_sum_group {
         for (std::size_t l = 0; l < d_; ++l) xi[l] = xi[l] - gamma * p[l];
       }
       const context ctx{opt_.seed, static_cast<std::uint32_t>(i), t};
-      if (opt_.error_feedback)
+      if (fb)
         compress_with_feedback<T>(comp, x(i), std::span<T>(residual_[i]), msgs_[i], ctx);
       else
         comp.compress(std::span<const T>(x(i)), msgs_[i], ctx);
@@ -237,10 +239,9 @@ class push_sum_group {
 
  private:
   /// Throw non_finite_error if x_i - gamma p_i (+ e_i) has a NaN/Inf, before anything changes.
-  void check_inputs(std::size_t i, std::uint32_t t, std::span<const T> p, T gamma) const {
+  void check_inputs(std::size_t i, std::uint32_t t, std::span<const T> p, T gamma, bool fb) const {
     const auto xi = x(i);
     const context ctx{opt_.seed, static_cast<std::uint32_t>(i), t};
-    const bool fb = opt_.error_feedback;
     auto v_at = [&](std::size_t l) {
       T v = p.empty() ? xi[l] : xi[l] - gamma * p[l];
       return fb ? v + residual_[i][l] : v;
