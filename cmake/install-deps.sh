@@ -10,6 +10,7 @@ packages=(
   libbenchmark-dev                                  # microbenchmarks
   libboost-graph-dev                                # Boost.Graph adapter
   dataset-fashion-mnist                             # the data the training examples use
+  libcli11-dev nlohmann-json3-dev gnuplot-nox        # sparsepush-train: options, summary, plot
 )
 missing=()
 for p in "${packages[@]}"; do

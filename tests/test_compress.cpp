@@ -345,3 +345,36 @@ TEST_CASE("compressor spec strings", "[compress]") {
   REQUIRE_THROWS_WITH(parse_compressor("identity+u32"), Catch::Contains("dense"));
   REQUIRE_THROWS_WITH(parse_compressor("qsgd:4+int8"), Catch::Contains("fixes its own value encoding"));
 }
+
+TEST_CASE("per-layer top-K keeps the fraction of every segment", "[compress]") {
+  auto v = test::gaussian<double>(3000, 12);
+  for (std::size_t i = 2000; i < 3000; ++i) v[i] *= 100;  // the last layer dominates global top-K
+  const top_k c{k_spec::fraction(0.01), {value_encoding::i8, 0}, index_encoding::automatic, {0, 500, 2000}};
+  message m;
+  c.compress(std::span<const double>(v), m, {});
+  // independent: top 1% of each segment, by the sort-based reference
+  std::vector<std::uint32_t> want;
+  for (auto [b, e] : {std::pair<std::size_t, std::size_t>{0, 500}, {500, 2000}, {2000, 3000}}) {
+    const std::vector<double> seg(v.begin() + static_cast<std::ptrdiff_t>(b), v.begin() + static_cast<std::ptrdiff_t>(e));
+    for (auto i : test::reference_top_k(seg, static_cast<std::size_t>(std::llround(0.01 * double(e - b)))))
+      want.push_back(static_cast<std::uint32_t>(b + i));
+  }
+  REQUIRE(m.indices == want);
+  REQUIRE(m.value_enc == value_encoding::i8);
+  // fused feedback gives the same message and e = v - q
+  std::vector<double> x = v, e(3000, 0.0);
+  message q;
+  compress_with_feedback(c, x, e, q, {});
+  REQUIRE(encode(q) == encode(m));
+  const auto qd = test::dense<double>(q);
+  for (std::size_t i = 0; i < 3000; ++i) REQUIRE(e[i] == v[i] - qd[i]);
+  // NaN anywhere: nothing written
+  x[2500] = std::nan("");
+  const auto e_before = e;
+  REQUIRE_THROWS_AS(compress_with_feedback(c, x, e, q, {}), non_finite_error);
+  REQUIRE(e == e_before);
+  REQUIRE_THROWS_WITH((top_k{k_spec::count(5), {}, index_encoding::automatic, {0, 10}}.compress(std::span<const double>(v), m, {})),
+                      Catch::Contains("needs k as a fraction"));
+  REQUIRE_THROWS_WITH((top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 10, 5}}.compress(std::span<const double>(v), m, {})),
+                      Catch::Contains("not ascending"));
+}

@@ -178,11 +178,16 @@ struct top_k {
   k_spec k = k_spec::fraction(0.01);
   value_codec values{};
   index_encoding indices = index_encoding::automatic;
+  /// Per-layer selection: starts of the segments (first 0, ascending), each keeping the fraction
+  /// k of its own elements (k must be a fraction). Empty: one global top-K. The kept values of all
+  /// segments travel in one message.
+  std::vector<std::size_t> segments{};
 
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     const std::size_t kk = prepare(v.size(), ctx);
-    detail::top_k_indices<T, false>(v, {}, kk, out.indices, ctx);
+    if (segments.empty()) detail::top_k_indices<T, false>(v, {}, kk, out.indices, ctx);
+    else select_segments<T, false>(v, {}, out.indices, ctx);
     finish(v, out, ctx);
   }
 
@@ -191,7 +196,14 @@ struct top_k {
   void compress_feedback(std::span<const T> x, std::span<T> e, message& out,
                          const context& ctx) const {
     const std::size_t kk = prepare(x.size(), ctx);
-    detail::top_k_indices<T, true>(x, e, kk, out.indices, ctx);  // throws before any write
+    if (segments.empty()) {
+      detail::top_k_indices<T, true>(x, e, kk, out.indices, ctx);  // throws before any write
+    } else {
+      // every segment is checked before the first one writes e
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (!std::isfinite(x[i] + e[i])) detail::throw_non_finite(double(x[i] + e[i]), i, ctx, "x + e");
+      select_segments<T, true>(x, e, out.indices, ctx);
+    }
     finish(std::span<const T>(e), out, ctx);
     for_each_value<T>(out, [e](std::uint32_t i, T q) { e[i] -= q; });
   }
@@ -200,7 +212,29 @@ struct top_k {
   std::size_t prepare(std::size_t d, const context& ctx) const {
     values.validate();
     detail::check_dim(d, ctx);
+    if (!segments.empty()) {
+      if (!k.is_fraction())
+        throw config_error("per-layer top-K needs k as a fraction, got the count " + k.to_string());
+      if (segments.front() != 0)
+        throw config_error("per-layer top-K: the first segment must start at 0, got " + std::to_string(segments.front()));
+      for (std::size_t s = 1; s < segments.size(); ++s)
+        if (segments[s] <= segments[s - 1] || segments[s] >= d)
+          throw config_error("per-layer top-K: segment start " + std::to_string(segments[s]) +
+                             " is not ascending or not below d = " + std::to_string(d) + " at " + ctx.where());
+      return 0;
+    }
     return k.resolve(d, ctx);
+  }
+  template <tensor_element T, bool Feedback>
+  void select_segments(std::span<const T> x, std::span<T> e, std::vector<std::uint32_t>& out, const context& ctx) const {
+    thread_local std::vector<std::uint32_t> part;
+    out.clear();
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      const std::size_t b = segments[s], end = s + 1 < segments.size() ? segments[s + 1] : x.size();
+      const std::size_t kk = k.resolve(end - b, ctx);
+      detail::top_k_indices<T, Feedback>(x.subspan(b, end - b), Feedback ? e.subspan(b, end - b) : e, kk, part, ctx);
+      for (auto i : part) out.push_back(static_cast<std::uint32_t>(b + i));
+    }
   }
   template <tensor_element T>
   void finish(std::span<const T> v, message& out, const context& ctx) const {

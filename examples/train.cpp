@@ -1,0 +1,390 @@
+// sparsepush-train: decentralized training of a small CNN/MLP on Fashion-MNIST with Sparse-Push,
+// SCSP and the baselines, every node holding its own (optionally label-skewed) shard.
+// Prints a live progress line, then a summary; writes a CSV log, a JSON summary and a gnuplot
+// plot on request. Run `sparsepush-train --help` for the options; bad options exit with code 2,
+// a diverging run with code 3 and a message saying which knob to turn.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sparsepush/data/idx.hpp>
+#include <sparsepush/nn/model.hpp>
+#include <sparsepush/nn/optimizer.hpp>
+#include <sparsepush/sparsepush.hpp>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace sp = sparsepush;
+using json = nlohmann::json;
+
+namespace {
+
+struct config {
+  std::size_t nodes = 16;
+  std::string schedule;  // default depends on the algorithm
+  std::string algorithm = "scsp";
+  std::string compressor = "top-k:0.01";
+  std::uint32_t final_rounds = 10;
+  double eta = -1;  // default depends on the compressor
+  double skew = 0.8;
+  double dirichlet = 0;  // > 0: Dirichlet(alpha) partition instead of skew
+  std::string model = "cnn";
+  double epochs = 5;
+  std::size_t batch = 32;
+  double lr = 0.02;
+  std::string lr_shape = "step";  // step (x0.1 at 3/4), cosine or constant
+  std::uint32_t warmup = 0;
+  bool nesterov = false;
+  bool per_layer = false;
+  double momentum = 0.9;
+  double weight_decay = 1e-4;
+  std::uint64_t seed = 1;
+  std::size_t threads = 2;
+  std::uint32_t eval_every = 0;  // 0: about 10 evaluations a run
+  std::size_t eval_samples = 2000;
+  std::string log, summary, plot;
+  std::string data = sp::default_fashion_mnist_dir();
+  double consensus_step = 0.5;  // CHOCO gamma_c
+};
+
+/// Consensus step that keeps model compression stable (ALGORITHMS.md: about 0.01-0.02 at top-1%).
+double default_eta(const std::string& spec) {
+  const auto c = sp::parse_compressor(spec);
+  if (std::holds_alternative<sp::identity>(c.get())) return 1.0;
+  if (std::holds_alternative<sp::qsgd>(c.get())) return 0.2;
+  if (std::holds_alternative<sp::scaled_sign>(c.get())) return 0.05;
+  double f = 0.01;
+  std::visit(
+      [&](const auto& x) {
+        if constexpr (requires { x.k; }) f = x.k.is_fraction() ? x.k.fraction_value() : 0.01;
+      },
+      c.get());
+  return f >= 0.1 ? 0.1 : f >= 0.01 ? 0.02 : 0.01;
+}
+
+bool symmetric_schedule(const std::string& s) {
+  return s == "undirected-ring" || s == "complete" || s.rfind("torus", 0) == 0;
+}
+
+/// One node's shard and its own seeded minibatch order.
+struct shard {
+  std::vector<std::uint32_t> samples;
+  std::vector<std::uint32_t> order;
+  std::size_t cursor = 0;
+  std::uint32_t epoch = 0;
+  std::mt19937_64 gen;
+  void next_batch(std::size_t batch, std::vector<std::uint32_t>& out) {
+    out.clear();
+    while (out.size() < batch) {
+      if (cursor == order.size()) {
+        order = samples;
+        std::shuffle(order.begin(), order.end(), gen);
+        cursor = 0;
+        ++epoch;
+      }
+      out.push_back(order[cursor++]);
+    }
+  }
+};
+
+struct evaluation {
+  double avg_node_accuracy = 0, averaged_model_accuracy = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  config c;
+  CLI::App app{"sparsepush-train: decentralized training on Fashion-MNIST with Sparse-Push, SCSP and baselines"};
+  app.add_option("--nodes", c.nodes, "number of nodes")->check(CLI::Range(2, 1024))->capture_default_str();
+  app.add_option("--schedule", c.schedule,
+                 "communication schedule: directed-ring, undirected-ring, torus:RxC, complete, time-varying-ring[:hops], "
+                 "alternating-ring, exponential[:K], bidirectional-exponential, erdos-renyi:P, random:K "
+                 "(default: time-varying-ring; undirected-ring for dpsgd, deepsqueeze, choco)");
+  app.add_option("--algorithm", c.algorithm, "sp, scsp, sgp, dpsgd, deepsqueeze, choco or centralized")
+      ->check(CLI::IsMember({"sp", "scsp", "sgp", "dpsgd", "deepsqueeze", "choco", "centralized"}))
+      ->capture_default_str();
+  app.add_option("--compressor", c.compressor, "compressor spec, e.g. top-k:0.01, top-k:0.001+int8, random-k:0.01, qsgd:16, sign")
+      ->capture_default_str();
+  app.add_option("--final-rounds", c.final_rounds, "SCSP: uncompressed gossip rounds at the end (on the default time-varying ring, 16 nodes average exactly after 4)")->capture_default_str();
+  app.add_option("--eta", c.eta, "consensus step in (0, 1] (default from the compressor: 0.02 at top-1%, 0.1 at top-10%, 1 for identity)");
+  app.add_option("--consensus-step", c.consensus_step, "CHOCO gamma_c in (0, 1]")->capture_default_str();
+  auto* skew = app.add_option("--skew", c.skew, "label skew in [0, 1] (Hsieh et al.)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--dirichlet", c.dirichlet, "Dirichlet(alpha) label partition instead of --skew")->check(CLI::PositiveNumber)->excludes(skew);
+  app.add_option("--model", c.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  app.add_option("--epochs", c.epochs, "epochs over each node's shard")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch", c.batch, "minibatch per node")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--lr", c.lr, "learning rate (divided by 10 for the last quarter)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr-schedule", c.lr_shape, "step (x0.1 for the last quarter), cosine or constant")
+      ->check(CLI::IsMember({"step", "cosine", "constant"}))->capture_default_str();
+  app.add_option("--warmup", c.warmup, "rounds of linear learning-rate warm-up")->capture_default_str();
+  app.add_flag("--nesterov", c.nesterov, "Nesterov momentum");
+  app.add_flag("--per-layer", c.per_layer, "top-K per layer (the same fraction of every layer) instead of global");
+  app.add_option("--momentum", c.momentum, "SGD momentum on the numerator")->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of data partition, init, batches and compressors")->capture_default_str();
+  app.add_option("--threads", c.threads, "worker threads (results do not depend on it)")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--eval-every", c.eval_every, "rounds between evaluations (0: about 10 a run)");
+  app.add_option("--eval-samples", c.eval_samples, "test images used by periodic evaluations (the final one uses all)")
+      ->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--log", c.log, "CSV log file");
+  app.add_option("--summary", c.summary, "JSON summary file");
+  app.add_option("--plot", c.plot, "PNG plot (gnuplot): test accuracy and divergence vs rounds and vs megabytes");
+  app.add_option("--data", c.data, "directory with the Fashion-MNIST .gz files")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  try {
+    if (c.schedule.empty())
+      c.schedule = (c.algorithm == "dpsgd" || c.algorithm == "deepsqueeze" || c.algorithm == "choco") ? "undirected-ring"
+                                                                                                         : "time-varying-ring";
+    if ((c.algorithm == "dpsgd" || c.algorithm == "deepsqueeze" || c.algorithm == "choco") && !symmetric_schedule(c.schedule)) {
+      std::fprintf(stderr, "sparsepush-train: --algorithm %s needs a symmetric doubly stochastic schedule: "
+                   "--schedule undirected-ring, torus:RxC or complete (got %s)\n", c.algorithm.c_str(), c.schedule.c_str());
+      return 2;
+    }
+    if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
+    sp::parse_compressor(c.compressor);  // validate early: a config_error exits with 2 below
+    if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : default_eta(c.compressor);
+    if (!(c.eta > 0 && c.eta <= 1)) throw sp::config_error("--eta must be in (0, 1]");
+  } catch (const sp::error& e) {
+    std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
+    return 2;
+  }
+
+  try {
+    const auto t_start = std::chrono::steady_clock::now();
+    const auto fm = sp::load_fashion_mnist(c.data);
+    const auto net = sp::nn::model::make(c.model, 1, fm.train.rows, fm.train.cols, 10);
+    const std::size_t in = net.input_size(), d = net.num_params(), n = c.nodes;
+    const sp::partition parts = c.dirichlet > 0 ? sp::partition_dirichlet(fm.train.labels, n, c.dirichlet, c.seed)
+                                                : sp::partition_skewed(fm.train.labels, n, c.skew, c.seed);
+    std::vector<shard> shards(n);
+    std::size_t min_shard = fm.train.count;
+    for (std::size_t i = 0; i < n; ++i) {
+      shards[i].samples = parts[i];
+      shards[i].order = parts[i];
+      shards[i].cursor = parts[i].size();  // shuffle on first use
+      shards[i].gen.seed(c.seed * 1000003u + i);
+      min_shard = std::min(min_shard, parts[i].size());
+    }
+    if (min_shard == 0) throw sp::config_error("a node received no training samples; raise --dirichlet alpha or use fewer nodes");
+    const std::size_t per_node = fm.train.count / n;
+    const auto train_rounds = static_cast<std::uint32_t>(std::max(1.0, std::round(c.epochs * per_node / c.batch)));
+    const bool scsp = c.algorithm == "scsp";
+    const std::uint32_t rounds = train_rounds + (scsp ? c.final_rounds : 0);
+    const std::uint32_t eval_every = c.eval_every ? c.eval_every : std::max<std::uint32_t>(1, rounds / 10);
+
+    std::vector<float> init(d);
+    net.init(init, c.seed);
+    const std::vector<std::vector<float>> x0(n, init);
+
+    // Per-node backend state: momentum buffer, gradient scratch, batch indices, last loss.
+    const sp::nn::sgd opt{c.momentum, c.nesterov, c.weight_decay};
+    std::vector<std::vector<float>> velocity(n, std::vector<float>(d, 0.0f)), grad(n, std::vector<float>(d));
+    std::vector<std::vector<float>> images(n, std::vector<float>(c.batch * in));
+    std::vector<std::vector<std::uint8_t>> labels(n, std::vector<std::uint8_t>(c.batch));
+    std::vector<std::vector<std::uint32_t>> batch_idx(n);
+    std::vector<double> last_loss(n, 0.0);
+    std::vector<sp::nn::workspace> ws(n);
+    const sp::gradient_oracle<float> oracle = [&](std::uint32_t i, std::uint32_t, std::span<const float> model,
+                                                  std::span<float> direction) {
+      shards[i].next_batch(c.batch, batch_idx[i]);
+      for (std::size_t b = 0; b < c.batch; ++b) {
+        const std::uint32_t s = batch_idx[i][b];
+        std::copy_n(fm.train.pixels.data() + std::size_t{s} * in, in, images[i].data() + b * in);
+        labels[i][b] = fm.train.labels[s];
+      }
+      last_loss[i] = net.loss_and_grad(model, images[i].data(), labels[i].data(), c.batch, grad[i], ws[i]);
+      opt.direction(grad[i], model, velocity[i], direction);
+    };
+    sp::nn::lr_schedule schedule_lr;
+    schedule_lr.base = c.lr;
+    schedule_lr.warmup = c.warmup;
+    schedule_lr.shape = c.lr_shape == "cosine" ? sp::nn::lr_schedule::kind::cosine
+                        : c.lr_shape == "constant" ? sp::nn::lr_schedule::kind::constant
+                                                   : sp::nn::lr_schedule::kind::step;
+    auto lr = [&](std::uint32_t t) { return schedule_lr.at(std::min(t, train_rounds - 1), train_rounds); };
+
+    // Evaluation of the nodes' models and of their average on (part of) the test set.
+    sp::nn::workspace eval_ws;
+    auto accuracy = [&](std::span<const float> params, std::size_t samples) {
+      std::vector<std::uint8_t> pred(256);
+      std::size_t right = 0;
+      for (std::size_t s = 0; s < samples; s += 256) {
+        const std::size_t b = std::min<std::size_t>(256, samples - s);
+        net.predict(params, fm.test.pixels.data() + s * in, b, pred.data(), eval_ws);
+        for (std::size_t j = 0; j < b; ++j) right += pred[j] == fm.test.labels[s + j];
+      }
+      return static_cast<double>(right) / static_cast<double>(samples);
+    };
+    auto evaluate = [&](const auto& alg, std::size_t samples) {
+      evaluation ev;
+      std::vector<float> avg(d, 0.0f);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto m = alg.model(i);
+        ev.avg_node_accuracy += accuracy(m, samples) / static_cast<double>(n);
+        for (std::size_t l = 0; l < d; ++l) avg[l] += m[l] / static_cast<float>(n);
+      }
+      ev.averaged_model_accuracy = accuracy(avg, samples);
+      return ev;
+    };
+
+    std::ofstream log;
+    if (!c.log.empty()) {
+      log.open(c.log);
+      if (!log) throw sp::data_error("cannot write the log file " + c.log);
+      log << "round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,comm_ratio,wall_seconds\n";
+    }
+    const bool tty = isatty(fileno(stdout));
+    std::printf("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu parameters), "
+                "%s %g, %u rounds (%.2f epochs) of batch %zu\n",
+                c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(), c.eta, c.model.c_str(), d,
+                c.dirichlet > 0 ? "dirichlet" : "skew", c.dirichlet > 0 ? c.dirichlet : c.skew, rounds,
+                static_cast<double>(train_rounds) * c.batch / per_node, c.batch);
+
+    json summary;
+    double first_loss = -1;
+    double train_seconds = 0;  // time inside rounds only (no loading, no evaluation)
+    auto run = [&](auto& alg) -> int {
+      sp::round_report rep;
+      evaluation ev;
+      for (std::uint32_t t = 0; t < rounds; ++t) {
+        const auto r0 = std::chrono::steady_clock::now();
+        alg.round(t, oracle, lr(t));
+        train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+        double loss = 0;
+        for (double l : last_loss) loss += l / static_cast<double>(n);
+        if (first_loss < 0) first_loss = loss;
+        const bool last = t + 1 == rounds;
+        if (!std::isfinite(loss) || loss > 10 * first_loss + 10) {
+          std::fprintf(stderr, "\nsparsepush-train: training diverged at round %u (mean loss %g, started at %g): "
+                       "lower --eta (now %g) or --lr (now %g)\n", t, loss, first_loss, c.eta, c.lr);
+          return 3;
+        }
+        if ((t + 1) % eval_every == 0 || last) {
+          rep = sp::report<float>(alg, t);
+          ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count));
+          if (!std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6) {
+            std::fprintf(stderr, "\nsparsepush-train: node models drifted apart at round %u (divergence %g): "
+                         "lower --eta (now %g) or --lr (now %g)\n", t, rep.parameter_divergence, c.eta, c.lr);
+            return 3;
+          }
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+          const double epoch = static_cast<double>(std::min(t + 1, train_rounds)) * c.batch / per_node;
+          const char* ph = scsp && t >= train_rounds ? "final-gossip" : "train";
+          if (log.is_open())
+            log << t + 1 << ',' << epoch << ',' << ph << ',' << loss << ',' << ev.avg_node_accuracy << ','
+                << ev.averaged_model_accuracy << ',' << rep.parameter_divergence << ',' << rep.bytes_sent << ','
+                << static_cast<double>(rep.bytes_sent) / 1e6 << ',' << rep.comm_ratio << ',' << wall << '\n';
+          const double eta_s = wall / (t + 1) * (rounds - t - 1);
+          std::printf("%sround %u/%u  epoch %.2f  loss %.4f  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
+                      tty ? "\r" : "", t + 1, rounds, epoch, loss, 100 * ev.avg_node_accuracy,
+                      100 * ev.averaged_model_accuracy, rep.parameter_divergence,
+                      static_cast<double>(rep.bytes_sent) / 1e6, eta_s, tty ? "   " : "\n");
+          std::fflush(stdout);
+        }
+      }
+      if (tty) std::printf("\n");
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      const auto one = net.profile(c.batch * n), per = net.profile(c.batch);
+      summary = {{"algorithm", c.algorithm},
+                 {"nodes", n},
+                 {"schedule", c.schedule},
+                 {"compressor", c.compressor},
+                 {"eta", c.eta},
+                 {"skew", c.dirichlet > 0 ? json(nullptr) : json(c.skew)},
+                 {"dirichlet_alpha", c.dirichlet > 0 ? json(c.dirichlet) : json(nullptr)},
+                 {"model", c.model},
+                 {"parameters", d},
+                 {"rounds", rounds},
+                 {"epochs", static_cast<double>(train_rounds) * c.batch / per_node},
+                 {"avg_test_accuracy", ev.avg_node_accuracy},
+                 {"averaged_model_test_accuracy", ev.averaged_model_accuracy},
+                 {"param_divergence", rep.parameter_divergence},
+                 {"bytes_sent_total", rep.bytes_sent},
+                 {"bytes_per_node", rep.bytes_sent / n},
+                 {"bytes_full_precision_equivalent", rep.full_precision_bytes},
+                 {"comm_ratio", rep.comm_ratio},
+                 {"state_bytes_per_node", alg.state_bytes(0)},
+                 {"wall_seconds", wall},
+                 {"train_seconds", train_seconds},
+                 {"train_images_per_second", static_cast<double>(train_rounds) * c.batch * n / train_seconds},
+                 {"device_profile",
+                  {{"one_device", {{"batch", c.batch * n}, {"parameters", one.parameters}, {"activation_bytes", one.activation_bytes}, {"flops_per_step", one.flops}}},
+                   {"per_device", {{"batch", c.batch}, {"parameters", per.parameters}, {"activation_bytes", per.activation_bytes}, {"flops_per_step", per.flops}}}}}};
+      return 0;
+    };
+
+    int rc = 0;
+    if (c.algorithm == "choco") {
+      sp::choco<float> alg(x0, sp::parse_schedule(c.schedule, n, c.seed),
+                           {.consensus_step = c.consensus_step, .compressor = sp::parse_compressor(c.compressor),
+                            .threads = c.threads, .seed = c.seed});
+      rc = run(alg);
+    } else if (c.algorithm == "centralized") {
+      sp::centralized<float> alg(init, n, c.threads);
+      rc = run(alg);
+    } else {
+      auto comp = sp::parse_compressor(c.compressor);
+      if (c.per_layer) {
+        const auto* tk = std::get_if<sp::top_k>(&comp.get());
+        if (!tk) throw sp::config_error("--per-layer needs a top-k compressor, got " + c.compressor);
+        sp::top_k per = *tk;
+        for (std::size_t l = 0; l < net.layers().size(); ++l) {
+          const std::size_t off = net.param_offset(l);
+          if (off < d && (per.segments.empty() || off > per.segments.back())) per.segments.push_back(off);
+        }
+        if (per.segments.empty() || per.segments.front() != 0) per.segments.insert(per.segments.begin(), 0);
+        comp = per;
+      }
+      const auto phases = scsp ? sp::scsp_phases(comp, c.eta, train_rounds, c.final_rounds)
+                               : sp::sparse_push_phases(comp, c.eta);
+      sp::sparse_push<float> alg(x0, sp::parse_schedule(c.schedule, n, c.seed), phases, {.threads = c.threads, .seed = c.seed});
+      rc = run(alg);
+    }
+    if (rc != 0) return rc;
+    std::printf("%s\n", summary.dump(2).c_str());
+    if (!c.summary.empty()) {
+      std::ofstream out(c.summary);
+      if (!out) throw sp::data_error("cannot write the summary file " + c.summary);
+      out << summary.dump(2) << '\n';
+    }
+    if (!c.plot.empty()) {
+      if (c.log.empty()) {
+        std::fprintf(stderr, "sparsepush-train: --plot needs --log (the plot is drawn from the CSV log)\n");
+        return 2;
+      }
+      log.close();
+      const std::string script = c.plot + ".gp";
+      std::ofstream gp(script);
+      gp << "set terminal pngcairo size 1200,800\nset output '" << c.plot << "'\nset datafile separator ','\n"
+         << "set multiplot layout 2,2 title '" << c.algorithm << " " << c.compressor << ", " << n << " nodes, " << c.schedule << "'\n"
+         << "set key bottom right\nset xlabel 'round'\nset ylabel 'test accuracy'\n"
+         << "plot '" << c.log << "' using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with lines title 'averaged model'\n"
+         << "set xlabel 'MB sent'\nplot '" << c.log << "' using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with lines title 'averaged model'\n"
+         << "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot '" << c.log << "' using 1:7 skip 1 with lines title 'divergence'\n"
+         << "set xlabel 'MB sent'\nplot '" << c.log << "' using 9:7 skip 1 with lines title 'divergence'\nunset multiplot\n";
+      gp.close();
+      if (std::system(("gnuplot '" + script + "'").c_str()) != 0)
+        std::fprintf(stderr, "sparsepush-train: gnuplot failed; the plot script is %s\n", script.c_str());
+      else
+        std::printf("plot written to %s\n", c.plot.c_str());
+    }
+  } catch (const sp::error& e) {
+    std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,740 @@
+// sparsepush/nn/layers.hpp: the layers of the reference CPU training backend, each a small
+// struct with forward/backward templated on the scalar (float for training, double for gradient
+// checks): dense, conv2d (im2col + Eigen GEMM), max/avg/global-average pooling, ReLU, flatten,
+// GroupNorm, EvoNorm-S0, and the numerically stable softmax cross-entropy. Activations are NCHW,
+// sample-major; a layer's parameters are one contiguous slice of the model's flat buffer.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../config.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+namespace nn {
+
+/// Shape of one sample: channels x rows x columns (a vector of n features is n x 1 x 1).
+struct shape3 {
+  std::size_t c = 1, h = 1, w = 1;
+  constexpr std::size_t size() const noexcept { return c * h * w; }
+  std::string str() const { return std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w); }
+  friend constexpr bool operator==(const shape3&, const shape3&) = default;
+};
+
+/// Portable Gaussian sampler: std::mt19937_64 and Box-Muller (std::normal_distribution's
+/// algorithm differs between standard libraries, this one does not).
+class normal_rng {
+ public:
+  explicit normal_rng(std::uint64_t seed) : gen_(seed) {}
+  /// Uniform in (0, 1), 53 random bits.
+  double uniform() { return (static_cast<double>(gen_() >> 11) + 0.5) * 0x1.0p-53; }
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double r = std::sqrt(-2.0 * std::log(uniform()));
+    const double a = 2.0 * std::numbers::pi * uniform();
+    spare_ = r * std::sin(a);
+    has_spare_ = true;
+    return r * std::cos(a);
+  }
+
+ private:
+  std::mt19937_64 gen_;
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+/// Reusable scratch of the layers (im2col columns, per-channel sums); grows, never shrinks.
+template <std::floating_point T>
+struct layer_scratch {
+  std::vector<T> cols, dcols;
+  std::vector<double> acc;
+};
+
+namespace detail {
+
+template <class T>
+T* grow(std::vector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+template <class T>
+using mat_rm = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using map_rm = Eigen::Map<mat_rm<T>>;
+template <class T>
+using cmap_rm = Eigen::Map<const mat_rm<T>>;
+template <class T>
+using map_vec = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+template <class T>
+using cmap_vec = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+
+inline Eigen::Index ix(std::size_t n) noexcept { return static_cast<Eigen::Index>(n); }
+
+template <class T>
+void fill_normal(T* p, std::size_t n, double sd, normal_rng& rng) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(sd * rng.normal());
+}
+
+template <class T>
+void fill_value(T* p, std::size_t n, T v) {
+  std::fill(p, p + n, v);
+}
+
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw config_error("nn::" + what);
+}
+
+/// Output length of a window of k at stride s over n (plus pad on both sides).
+inline std::size_t window_out(std::size_t n, std::size_t k, std::size_t s, std::size_t pad) {
+  return (n + 2 * pad - k) / s + 1;
+}
+
+}  // namespace detail
+
+/// Fully connected: y = W x + b, W is out x in (row-major), then b; the input is flattened.
+struct dense {
+  shape3 in{};
+  std::size_t out = 0;
+
+  dense(shape3 input, std::size_t out_features) : in(input), out(out_features) {
+    detail::require(in.size() > 0 && out > 0, "dense: input size " + in.str() + " and " + std::to_string(out) +
+                                                  " outputs must be positive");
+  }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return {out, 1, 1}; }
+  std::size_t num_params() const { return out * in.size() + out; }
+  std::string describe() const {
+    return "dense " + in.str() + " -> " + std::to_string(out) + ", " + std::to_string(num_params()) + " params";
+  }
+  double flops_forward() const { return 2.0 * double(in.size()) * double(out) + double(out); }
+  double flops_backward(bool need_dx) const {
+    return (need_dx ? 4.0 : 2.0) * double(in.size()) * double(out) + double(out);
+  }
+
+  /// He normal weights (sd = sqrt(2 / fan_in)), zero bias.
+  template <std::floating_point T>
+  void init(T* p, normal_rng& rng) const {
+    detail::fill_normal(p, out * in.size(), std::sqrt(2.0 / double(in.size())), rng);
+    detail::fill_value(p + out * in.size(), out, T(0));
+  }
+
+  template <std::floating_point T>
+  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    using namespace detail;
+    const std::size_t n = in.size();
+    cmap_rm<T> W(p, ix(out), ix(n));
+    cmap_vec<T> b(p + out * n, ix(out));
+    cmap_rm<T> X(x, ix(batch), ix(n));
+    map_rm<T> Y(y, ix(batch), ix(out));
+    Y.noalias() = X * W.transpose();
+    Y.rowwise() += b.transpose();
+  }
+
+  /// dp (this layer's slice) is overwritten; dx is skipped when null.
+  template <std::floating_point T>
+  void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
+                layer_scratch<T>&) const {
+    using namespace detail;
+    const std::size_t n = in.size();
+    cmap_rm<T> X(x, ix(batch), ix(n));
+    cmap_rm<T> dY(dy, ix(batch), ix(out));
+    map_rm<T> dW(dp, ix(out), ix(n));
+    map_vec<T> db(dp + out * n, ix(out));
+    dW.noalias() = dY.transpose() * X;
+    db = dY.colwise().sum().transpose();
+    if (dx) {
+      cmap_rm<T> W(p, ix(out), ix(n));
+      map_rm<T> dX(dx, ix(batch), ix(n));
+      dX.noalias() = dY * W;
+    }
+  }
+};
+
+/// 2-D convolution, square kernel, stride and zero padding; W is out_c x (in_c k k), then b.
+/// Per sample: im2col into a (in_c k k) x (oh ow) matrix, then one GEMM W * cols.
+struct conv2d {
+  shape3 in{};
+  std::size_t out_c = 0, k = 3, stride = 1, pad = 0;
+  shape3 out{};
+
+  conv2d(shape3 input, std::size_t out_channels, std::size_t kernel, std::size_t stride_ = 1, std::size_t pad_ = 0)
+      : in(input), out_c(out_channels), k(kernel), stride(stride_), pad(pad_) {
+    const std::string where = "conv2d(" + in.str() + " -> " + std::to_string(out_c) + ", k " + std::to_string(k) +
+                              ", stride " + std::to_string(stride) + ", pad " + std::to_string(pad) + "): ";
+    detail::require(in.size() > 0 && out_c > 0 && k > 0 && stride > 0, where + "sizes must be positive");
+    detail::require(pad < k, where + "padding must be below the kernel size");
+    detail::require(in.h + 2 * pad >= k && in.w + 2 * pad >= k, where + "kernel larger than the padded input");
+    out = {out_c, detail::window_out(in.h, k, stride, pad), detail::window_out(in.w, k, stride, pad)};
+  }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return out; }
+  std::size_t fan_in() const { return in.c * k * k; }
+  std::size_t num_params() const { return out_c * fan_in() + out_c; }
+  std::string describe() const {
+    return "conv2d " + in.str() + " -> " + out.str() + " (k " + std::to_string(k) + ", stride " +
+           std::to_string(stride) + ", pad " + std::to_string(pad) + "), " + std::to_string(num_params()) + " params";
+  }
+  double flops_forward() const { return (2.0 * double(fan_in()) + 1.0) * double(out.size()); }
+  double flops_backward(bool need_dx) const {
+    return (need_dx ? 4.0 : 2.0) * double(fan_in()) * double(out.size()) + double(out.size());
+  }
+
+  template <std::floating_point T>
+  void init(T* p, normal_rng& rng) const {
+    detail::fill_normal(p, out_c * fan_in(), std::sqrt(2.0 / double(fan_in())), rng);
+    detail::fill_value(p + out_c * fan_in(), out_c, T(0));
+  }
+
+  /// cols[(c k + i) k + j][oh ow + ow] = x[c][oh s - pad + i][ow s - pad + j] (0 outside).
+  template <std::floating_point T>
+  void im2col(const T* x, T* cols) const {
+    const std::size_t P = out.h * out.w;
+    for (std::size_t c = 0; c < in.c; ++c)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j) {
+          T* row = cols + ((c * k + i) * k + j) * P;
+          const auto [lo, hi] = valid_range(j, in.w, out.w);
+          for (std::size_t oh = 0; oh < out.h; ++oh) {
+            T* r = row + oh * out.w;
+            const std::size_t ihp = oh * stride + i;  // input row + pad
+            if (ihp < pad || ihp - pad >= in.h) {
+              std::fill(r, r + out.w, T(0));
+              continue;
+            }
+            const T* xr = x + (c * in.h + (ihp - pad)) * in.w;
+            std::fill(r, r + lo, T(0));
+            if (stride == 1) {
+              const T* src = xr + (lo + j - pad);
+              for (std::size_t ow = lo; ow < hi; ++ow) r[ow] = src[ow - lo];
+            } else {
+              for (std::size_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * stride + j - pad];
+            }
+            std::fill(r + hi, r + out.w, T(0));
+          }
+        }
+  }
+
+  /// The adjoint of im2col: dx[...] += cols[...] (dx is not cleared).
+  template <std::floating_point T>
+  void col2im(const T* cols, T* dx) const {
+    const std::size_t P = out.h * out.w;
+    for (std::size_t c = 0; c < in.c; ++c)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j) {
+          const T* row = cols + ((c * k + i) * k + j) * P;
+          const auto [lo, hi] = valid_range(j, in.w, out.w);
+          for (std::size_t oh = 0; oh < out.h; ++oh) {
+            const std::size_t ihp = oh * stride + i;
+            if (ihp < pad || ihp - pad >= in.h) continue;
+            const T* r = row + oh * out.w;
+            T* xr = dx + (c * in.h + (ihp - pad)) * in.w;
+            if (stride == 1) {
+              T* dst = xr + (lo + j - pad);
+              for (std::size_t ow = lo; ow < hi; ++ow) dst[ow - lo] += r[ow];
+            } else {
+              for (std::size_t ow = lo; ow < hi; ++ow) xr[ow * stride + j - pad] += r[ow];
+            }
+          }
+        }
+  }
+
+  template <std::floating_point T>
+  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>& s) const {
+    using namespace detail;
+    const std::size_t R = fan_in(), P = out.h * out.w;
+    T* cols = grow(s.cols, R * P);
+    cmap_rm<T> W(p, ix(out_c), ix(R));
+    cmap_vec<T> b(p + out_c * R, ix(out_c));
+    map_rm<T> C(cols, ix(R), ix(P));
+    for (std::size_t n = 0; n < batch; ++n) {
+      im2col(x + n * in.size(), cols);
+      map_rm<T> Y(y + n * out.size(), ix(out_c), ix(P));
+      Y.noalias() = W * C;
+      Y.colwise() += b;
+    }
+  }
+
+  template <std::floating_point T>
+  void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
+                layer_scratch<T>& s) const {
+    using namespace detail;
+    const std::size_t R = fan_in(), P = out.h * out.w;
+    T* cols = grow(s.cols, R * P);
+    T* dcols = dx ? grow(s.dcols, R * P) : nullptr;
+    cmap_rm<T> W(p, ix(out_c), ix(R));
+    map_rm<T> dW(dp, ix(out_c), ix(R));
+    map_vec<T> db(dp + out_c * R, ix(out_c));
+    dW.setZero();
+    db.setZero();
+    map_rm<T> C(cols, ix(R), ix(P));
+    for (std::size_t n = 0; n < batch; ++n) {
+      cmap_rm<T> dY(dy + n * out.size(), ix(out_c), ix(P));
+      im2col(x + n * in.size(), cols);
+      dW.noalias() += dY * C.transpose();
+      db += dY.rowwise().sum();
+      if (dx) {
+        map_rm<T> dC(dcols, ix(R), ix(P));
+        dC.noalias() = W.transpose() * dY;
+        T* dxn = dx + n * in.size();
+        std::fill(dxn, dxn + in.size(), T(0));
+        col2im(dcols, dxn);
+      }
+    }
+  }
+
+ private:
+  /// Output columns [lo, hi) whose input column ow s - pad + j lies inside [0, width).
+  std::pair<std::size_t, std::size_t> valid_range(std::size_t j, std::size_t width, std::size_t out_w) const {
+    const std::size_t lo = j >= pad ? 0 : std::min(out_w, (pad - j + stride - 1) / stride);
+    // ow s + j - pad <= width - 1  <=>  ow <= (width - 1 + pad - j) / s   (width + pad > j since pad < k <= width + 2 pad)
+    const std::size_t top = width - 1 + pad;
+    const std::size_t hi = top < j ? 0 : std::min(out_w, (top - j) / stride + 1);
+    return {lo, std::max(lo, hi)};
+  }
+};
+
+/// Max or average pooling, square window, no padding (floor): y[c][oh][ow] over
+/// x[c][oh s .. oh s + k)[ow s .. ow s + k).
+template <bool Max>
+struct pool2d {
+  shape3 in{};
+  std::size_t k = 2, stride = 2;
+  shape3 out{};
+
+  pool2d(shape3 input, std::size_t kernel = 2, std::size_t stride_ = 0)
+      : in(input), k(kernel), stride(stride_ ? stride_ : kernel) {
+    const std::string where = std::string(Max ? "max_pool2d(" : "avg_pool2d(") + in.str() + ", k " +
+                              std::to_string(k) + ", stride " + std::to_string(stride) + "): ";
+    detail::require(in.size() > 0 && k > 0, where + "sizes must be positive");
+    detail::require(in.h >= k && in.w >= k, where + "window larger than the input");
+    out = {in.c, detail::window_out(in.h, k, stride, 0), detail::window_out(in.w, k, stride, 0)};
+  }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return out; }
+  std::size_t num_params() const { return 0; }
+  std::string describe() const {
+    return std::string(Max ? "max_pool2d " : "avg_pool2d ") + in.str() + " -> " + out.str() + " (k " +
+           std::to_string(k) + ", stride " + std::to_string(stride) + "), 0 params";
+  }
+  double flops_forward() const { return double(k * k) * double(out.size()); }
+  double flops_backward(bool need_dx) const { return need_dx ? double(k * k + 1) * double(out.size()) : 0.0; }
+  template <std::floating_point T>
+  void init(T*, normal_rng&) const {}
+
+  template <std::floating_point T>
+  void forward(const T*, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    const T scale = T(1) / T(k * k);
+    for (std::size_t m = 0; m < batch * in.c; ++m) {
+      const T* xc = x + m * in.h * in.w;
+      T* yc = y + m * out.h * out.w;
+      if (k == 2 && stride == 2) {
+        for (std::size_t oh = 0; oh < out.h; ++oh) {
+          const T* r0 = xc + 2 * oh * in.w;
+          const T* r1 = r0 + in.w;
+          T* yr = yc + oh * out.w;
+          for (std::size_t ow = 0; ow < out.w; ++ow) {
+            const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+            if constexpr (Max) {
+              const T ab = b > a ? b : a, cd = d > c ? d : c;
+              yr[ow] = cd > ab ? cd : ab;
+            } else {
+              yr[ow] = (a + b + c + d) * scale;
+            }
+          }
+        }
+        continue;
+      }
+      for (std::size_t oh = 0; oh < out.h; ++oh)
+        for (std::size_t ow = 0; ow < out.w; ++ow) {
+          const T* w0 = xc + oh * stride * in.w + ow * stride;
+          T acc = Max ? w0[0] : T(0);
+          for (std::size_t i = 0; i < k; ++i)
+            for (std::size_t j = 0; j < k; ++j) {
+              const T v = w0[i * in.w + j];
+              if constexpr (Max) acc = v > acc ? v : acc;
+              else acc += v;
+            }
+          yc[oh * out.w + ow] = Max ? acc : acc * scale;
+        }
+    }
+  }
+
+  /// Max: the gradient goes to the first maximum of each window. Average: spread evenly.
+  template <std::floating_point T>
+  void backward(const T*, const T* x, const T*, const T* dy, T* dx, T*, std::size_t batch,
+                layer_scratch<T>&) const {
+    if (!dx) return;
+    const bool tiled = k == 2 && stride == 2;  // windows tile the input but for an odd last row/column
+    if (!tiled || in.h % 2 || in.w % 2) std::fill(dx, dx + batch * in.size(), T(0));
+    const T scale = T(1) / T(k * k);
+    for (std::size_t m = 0; m < batch * in.c; ++m) {
+      const T* xc = x + m * in.h * in.w;
+      T* dxc = dx + m * in.h * in.w;
+      const T* dyc = dy + m * out.h * out.w;
+      if (tiled) {
+        for (std::size_t oh = 0; oh < out.h; ++oh) {
+          const T* r0 = xc + 2 * oh * in.w;
+          const T* r1 = r0 + in.w;
+          T* d0 = dxc + 2 * oh * in.w;
+          T* d1 = d0 + in.w;
+          const T* g = dyc + oh * out.w;
+          for (std::size_t ow = 0; ow < out.w; ++ow) {
+            if constexpr (Max) {
+              const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+              // 0/1 weights, computed without branches: the first maximum of (a, b, c, d) gets g
+              const T b_ab = T(b > a), d_cd = T(d > c);
+              const T ab = std::max(a, b), cd = std::max(c, d);
+              const T lower = T(cd > ab), gv = g[ow];
+              const T gu = gv * (T(1) - lower), gl = gv * lower;
+              d0[2 * ow] = gu * (T(1) - b_ab);
+              d0[2 * ow + 1] = gu * b_ab;
+              d1[2 * ow] = gl * (T(1) - d_cd);
+              d1[2 * ow + 1] = gl * d_cd;
+            } else {
+              const T gv = g[ow] * scale;
+              d0[2 * ow] = gv;
+              d0[2 * ow + 1] = gv;
+              d1[2 * ow] = gv;
+              d1[2 * ow + 1] = gv;
+            }
+          }
+        }
+        continue;
+      }
+      for (std::size_t oh = 0; oh < out.h; ++oh)
+        for (std::size_t ow = 0; ow < out.w; ++ow) {
+          const std::size_t base = oh * stride * in.w + ow * stride;
+          const T g = dyc[oh * out.w + ow];
+          if constexpr (Max) {
+            std::size_t best = base;
+            T best_v = xc[base];
+            for (std::size_t i = 0; i < k; ++i)
+              for (std::size_t j = 0; j < k; ++j) {
+                const std::size_t at = base + i * in.w + j;
+                const T v = xc[at];
+                const bool gt = v > best_v;
+                best_v = gt ? v : best_v;
+                best = gt ? at : best;
+              }
+            dxc[best] += g;
+          } else {
+            for (std::size_t i = 0; i < k; ++i)
+              for (std::size_t j = 0; j < k; ++j) dxc[base + i * in.w + j] += g * scale;
+          }
+        }
+    }
+  }
+};
+using max_pool2d = pool2d<true>;
+using avg_pool2d = pool2d<false>;
+
+/// Global average pooling: c x h x w -> c x 1 x 1.
+struct global_avg_pool {
+  shape3 in{};
+  explicit global_avg_pool(shape3 input) : in(input) {
+    detail::require(in.size() > 0, "global_avg_pool: empty input " + in.str());
+  }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return {in.c, 1, 1}; }
+  std::size_t num_params() const { return 0; }
+  std::string describe() const { return "global_avg_pool " + in.str() + " -> " + out_shape().str() + ", 0 params"; }
+  double flops_forward() const { return double(in.size()); }
+  double flops_backward(bool need_dx) const { return need_dx ? double(in.size()) : 0.0; }
+  template <std::floating_point T>
+  void init(T*, normal_rng&) const {}
+
+  template <std::floating_point T>
+  void forward(const T*, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    const std::size_t hw = in.h * in.w;
+    for (std::size_t m = 0; m < batch * in.c; ++m) {
+      T acc = 0;
+      for (std::size_t i = 0; i < hw; ++i) acc += x[m * hw + i];
+      y[m] = acc / T(hw);
+    }
+  }
+  template <std::floating_point T>
+  void backward(const T*, const T*, const T*, const T* dy, T* dx, T*, std::size_t batch, layer_scratch<T>&) const {
+    if (!dx) return;
+    const std::size_t hw = in.h * in.w;
+    for (std::size_t m = 0; m < batch * in.c; ++m) std::fill(dx + m * hw, dx + (m + 1) * hw, dy[m] / T(hw));
+  }
+};
+
+/// y = max(x, 0); the gradient at exactly 0 is 0.
+struct relu {
+  shape3 in{};
+  explicit relu(shape3 input) : in(input) { detail::require(in.size() > 0, "relu: empty input " + in.str()); }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return in; }
+  std::size_t num_params() const { return 0; }
+  std::string describe() const { return "relu " + in.str() + ", 0 params"; }
+  double flops_forward() const { return double(in.size()); }
+  double flops_backward(bool need_dx) const { return need_dx ? double(in.size()) : 0.0; }
+  template <std::floating_point T>
+  void init(T*, normal_rng&) const {}
+
+  template <std::floating_point T>
+  void forward(const T*, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    const std::size_t n = batch * in.size();
+    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+  }
+  template <std::floating_point T>
+  void backward(const T*, const T*, const T* y, const T* dy, T* dx, T*, std::size_t batch, layer_scratch<T>&) const {
+    if (!dx) return;
+    const std::size_t n = batch * in.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const T g = dy[i];  // read unconditionally: a select, not a branch
+      dx[i] = y[i] > T(0) ? g : T(0);
+    }
+  }
+};
+
+/// c x h x w -> (c h w) x 1 x 1; the memory layout is unchanged (a copy).
+struct flatten {
+  shape3 in{};
+  explicit flatten(shape3 input) : in(input) { detail::require(in.size() > 0, "flatten: empty input " + in.str()); }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return {in.size(), 1, 1}; }
+  std::size_t num_params() const { return 0; }
+  std::string describe() const { return "flatten " + in.str() + " -> " + out_shape().str() + ", 0 params"; }
+  double flops_forward() const { return 0.0; }
+  double flops_backward(bool) const { return 0.0; }
+  template <std::floating_point T>
+  void init(T*, normal_rng&) const {}
+
+  template <std::floating_point T>
+  void forward(const T*, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    std::copy(x, x + batch * in.size(), y);
+  }
+  template <std::floating_point T>
+  void backward(const T*, const T*, const T*, const T* dy, T* dx, T*, std::size_t batch, layer_scratch<T>&) const {
+    if (dx) std::copy(dy, dy + batch * in.size(), dx);
+  }
+};
+
+namespace detail {
+
+template <class T>
+using carr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using marr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+/// Mean and variance (biased) of n values, two-pass (Eigen's vectorized sums).
+template <class T>
+std::pair<double, double> mean_var(const T* x, std::size_t n) {
+  const carr<T> X(x, ix(n));
+  const double mean = double(X.sum()) / double(n);
+  const double var = double((X - T(mean)).square().sum()) / double(n);
+  return {mean, var};
+}
+
+inline void check_groups(const std::string& layer, shape3 in, std::size_t groups) {
+  detail::require(in.size() > 0 && groups > 0 && in.c % groups == 0,
+                  layer + "(" + in.str() + ", groups " + std::to_string(groups) +
+                      "): the channels must split into a positive number of equal groups");
+}
+
+}  // namespace detail
+
+/// Group normalization (Wu and He 2018): per sample and group of c/groups channels,
+/// y = gamma_c (x - mean) / sqrt(var + eps) + beta_c. Parameters: gamma[c], then beta[c].
+struct group_norm {
+  shape3 in{};
+  std::size_t groups = 1;
+  double eps = 1e-5;
+
+  group_norm(shape3 input, std::size_t groups_, double eps_ = 1e-5) : in(input), groups(groups_), eps(eps_) {
+    detail::check_groups("group_norm", in, groups);
+    detail::require(eps > 0, "group_norm: eps must be positive");
+  }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return in; }
+  std::size_t num_params() const { return 2 * in.c; }
+  std::string describe() const {
+    return "group_norm " + in.str() + " (groups " + std::to_string(groups) + "), " + std::to_string(num_params()) +
+           " params";
+  }
+  double flops_forward() const { return 7.0 * double(in.size()); }
+  double flops_backward(bool need_dx) const { return (need_dx ? 12.0 : 6.0) * double(in.size()); }
+  template <std::floating_point T>
+  void init(T* p, normal_rng&) const {
+    detail::fill_value(p, in.c, T(1));
+    detail::fill_value(p + in.c, in.c, T(0));
+  }
+
+  template <std::floating_point T>
+  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    using namespace detail;
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const auto [mean, var] = mean_var(x + m * n, n);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T a = T(double(p[c]) * rstd);
+        const T b = T(double(p[in.c + c]) - double(p[c]) * rstd * mean);
+        marr<T>(y + off, ix(hw)) = carr<T>(x + off, ix(hw)) * a + b;
+      }
+    }
+  }
+
+  template <std::floating_point T>
+  void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
+                layer_scratch<T>& s) const {
+    using namespace detail;
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    double* acc = grow(s.acc, 2 * in.c);  // dgamma, dbeta
+    std::fill(acc, acc + 2 * in.c, 0.0);
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const auto [mean, var] = mean_var(x + m * n, n);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      double sum_g = 0, sum_gx = 0;  // g = dy gamma: sums of g and of g xhat over the group
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const carr<T> X(x + off, ix(hw)), dY(dy + off, ix(hw));
+        const double sdy = double(dY.sum());
+        const double sdyx = double((dY * (X - T(mean))).sum()) * rstd;
+        acc[c] += sdyx;
+        acc[in.c + c] += sdy;
+        sum_g += double(p[c]) * sdy;
+        sum_gx += double(p[c]) * sdyx;
+      }
+      if (!dx) continue;
+      // dx = rstd (g - mean(g) - xhat mean(g xhat))
+      const double mg = sum_g / double(n), mgx = sum_gx / double(n);
+      const T b = T(-rstd * rstd * mgx), c0 = T(-rstd * mg);
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T a = T(rstd * double(p[c]));
+        marr<T>(dx + off, ix(hw)) =
+            carr<T>(dy + off, ix(hw)) * a + (carr<T>(x + off, ix(hw)) - T(mean)) * b + c0;
+      }
+    }
+    for (std::size_t i = 0; i < 2 * in.c; ++i) dp[i] = T(acc[i]);
+  }
+};
+
+/// EvoNorm-S0 (Liu et al. 2020), batch-independent: per sample and group,
+/// y = x sigmoid(v_c x) / sqrt(var_group(x) + eps) gamma_c + beta_c. It replaces norm + activation.
+/// Parameters: gamma[c], beta[c], v[c] (initialised 1, 0, 1).
+struct evo_norm_s0 {
+  shape3 in{};
+  std::size_t groups = 1;
+  double eps = 1e-5;
+
+  evo_norm_s0(shape3 input, std::size_t groups_, double eps_ = 1e-5) : in(input), groups(groups_), eps(eps_) {
+    detail::check_groups("evo_norm_s0", in, groups);
+    detail::require(eps > 0, "evo_norm_s0: eps must be positive");
+  }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return in; }
+  std::size_t num_params() const { return 3 * in.c; }
+  std::string describe() const {
+    return "evo_norm_s0 " + in.str() + " (groups " + std::to_string(groups) + "), " +
+           std::to_string(num_params()) + " params";
+  }
+  double flops_forward() const { return 12.0 * double(in.size()); }
+  double flops_backward(bool need_dx) const { return (need_dx ? 20.0 : 12.0) * double(in.size()); }
+  template <std::floating_point T>
+  void init(T* p, normal_rng&) const {
+    detail::fill_value(p, in.c, T(1));
+    detail::fill_value(p + in.c, in.c, T(0));
+    detail::fill_value(p + 2 * in.c, in.c, T(1));
+  }
+
+  template <std::floating_point T>
+  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    using namespace detail;
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const double rstd = 1.0 / std::sqrt(mean_var(x + m * n, n).second + eps);
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T a = T(double(p[c]) * rstd), b = p[in.c + c], v = p[2 * in.c + c];
+        const carr<T> X(x + off, ix(hw));
+        marr<T>(y + off, ix(hw)) = X * a / (T(1) + (X * (-v)).exp()) + b;
+      }
+    }
+  }
+
+  template <std::floating_point T>
+  void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
+                layer_scratch<T>& scratch) const {
+    using namespace detail;
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    double* acc = grow(scratch.acc, 3 * in.c);  // dgamma, dbeta, dv
+    std::fill(acc, acc + 3 * in.c, 0.0);
+    T* sig = grow(scratch.cols, n);  // sigmoid(v x) of the group
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const auto [mean, var] = mean_var(x + m * n, n);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      double sum_gn = 0;  // sum of g n over the group, g = dy gamma, n = x sigmoid(v x)
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T v = p[2 * in.c + c];
+        const carr<T> X(x + off, ix(hw)), dY(dy + off, ix(hw));
+        marr<T> S(sig + cc * hw, ix(hw));
+        S = (T(1) + (X * (-v)).exp()).inverse();
+        const double sdyn = double((dY * X * S).sum());
+        const double sdv = double((dY * X.square() * S * (T(1) - S)).sum());
+        acc[c] += sdyn * rstd;
+        acc[in.c + c] += double(dY.sum());
+        acc[2 * in.c + c] += double(p[c]) * sdv * rstd;
+        sum_gn += double(p[c]) * sdyn;
+      }
+      if (!dx) continue;
+      // d loss / d var = -sum(g n) / sd^2 / (2 sd); d var / d x_i = 2 (x_i - mean) / n
+      const T dvar_coef = T(-sum_gn * rstd * rstd * rstd / double(n));
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T gr = T(double(p[c]) * rstd), v = p[2 * in.c + c];
+        const carr<T> X(x + off, ix(hw)), dY(dy + off, ix(hw)), S(sig + cc * hw, ix(hw));
+        marr<T>(dx + off, ix(hw)) = dY * gr * S * (T(1) + v * X * (T(1) - S)) + (X - T(mean)) * dvar_coef;
+      }
+    }
+    for (std::size_t i = 0; i < 3 * in.c; ++i) dp[i] = T(acc[i]);
+  }
+};
+
+/// Mean softmax cross-entropy of `batch` rows of `classes` logits (log-sum-exp shifted by the
+/// row maximum). When dlogits is not null it receives d(mean loss)/d(logits) = (softmax - onehot) / batch.
+/// Labels must be below `classes` (the model checks them).
+template <std::floating_point T>
+double softmax_cross_entropy(const T* logits, const std::uint8_t* labels, std::size_t batch, std::size_t classes,
+                             T* dlogits) {
+  double total = 0;
+  const double inv_b = 1.0 / double(batch);
+  for (std::size_t b = 0; b < batch; ++b) {
+    const T* z = logits + b * classes;
+    const double zmax = double(*std::max_element(z, z + classes));
+    double sum = 0;
+    for (std::size_t c = 0; c < classes; ++c) sum += std::exp(double(z[c]) - zmax);
+    const double lse = zmax + std::log(sum);
+    total += lse - double(z[labels[b]]);
+    if (dlogits) {
+      T* d = dlogits + b * classes;
+      for (std::size_t c = 0; c < classes; ++c)
+        d[c] = T((std::exp(double(z[c]) - lse) - (c == labels[b] ? 1.0 : 0.0)) * inv_b);
+    }
+  }
+  return total * inv_b;
+}
+
+}  // namespace nn
+}  // namespace v0
+}  // namespace sparsepush

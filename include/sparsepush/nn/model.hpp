@@ -1,0 +1,321 @@
+// sparsepush/nn/model.hpp: a sequential model over one flat parameter buffer owned by the caller
+// (the decentralized library treats the whole model as one tensor): "mlp" (784-256-128-10, ReLU),
+// "cnn" (2 x [conv3x3 -> GroupNorm -> ReLU -> maxpool2], dense) and "cnn_evonorm" (EvoNorm-S0 in
+// place of GroupNorm + ReLU). Mean softmax cross-entropy with its gradient, prediction, and the
+// per-step device profile (parameters, activation bytes, FLOPs); float for training, double for checks.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "../config.hpp"
+#include "layers.hpp"
+#include "optimizer.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+namespace nn {
+
+/// The paper's Section 6 device profile, per local step.
+struct device_profile {
+  std::size_t parameters = 0;        ///< number of float parameters
+  std::size_t activation_bytes = 0;  ///< bytes of activations kept for backward at this batch size
+  double flops = 0;                  ///< forward + backward FLOPs of one step (a multiply-add is 2)
+};
+
+/// Any layer of layers.hpp.
+using layer = std::variant<dense, conv2d, max_pool2d, avg_pool2d, global_avg_pool, relu, flatten, group_norm,
+                           evo_norm_s0>;
+
+namespace detail {
+template <std::floating_point T>
+struct net_scratch {
+  std::vector<T> acts;            ///< every layer's output, batch-major per layer
+  std::vector<T> grad_a, grad_b;  ///< ping-pong buffers of d(loss)/d(activation)
+  layer_scratch<T> layer;
+};
+}  // namespace detail
+
+/// Per-thread scratch of a model: default constructible, reusable across calls and models,
+/// grows as needed (no allocation once it has seen the largest batch). Not shared across threads.
+class workspace {
+ public:
+  template <std::floating_point T>
+  detail::net_scratch<T>& get() noexcept {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "nn::workspace holds float or double");
+    if constexpr (std::is_same_v<T, float>) return f_;
+    else return d_;
+  }
+
+ private:
+  detail::net_scratch<float> f_;
+  detail::net_scratch<double> d_;
+};
+
+class model {
+ public:
+  /// The names make() knows.
+  static const std::vector<std::string>& known_names() {
+    static const std::vector<std::string> names{"mlp", "cnn", "cnn_evonorm"};
+    return names;
+  }
+
+  /// "mlp": dense 256, ReLU, dense 128, ReLU, dense classes.
+  /// "cnn": conv3x3 (pad 1) 16 -> GroupNorm(4) -> ReLU -> maxpool2, conv3x3 32 -> GroupNorm(4)
+  ///        -> ReLU -> maxpool2, flatten, dense classes (20,586 parameters on 1x28x28, 10 classes).
+  /// "cnn_evonorm": as cnn with EvoNorm-S0 (4 groups) in place of GroupNorm + ReLU.
+  static model make(const std::string& name, std::size_t channels = 1, std::size_t rows = 28, std::size_t cols = 28,
+                    std::size_t classes = 10) {
+    const shape3 in{channels, rows, cols};
+    const std::string where = "nn::model::make(\"" + name + "\", " + in.str() + ", " + std::to_string(classes) +
+                              " classes): ";
+    if (in.size() == 0 || classes < 2 || classes > 256)
+      throw config_error(where + "the input must be non-empty and classes in [2, 256] (labels are bytes)");
+    std::vector<layer> ls;
+    if (name == "mlp") {
+      ls.emplace_back(dense(in, 256));
+      ls.emplace_back(relu({256, 1, 1}));
+      ls.emplace_back(dense({256, 1, 1}, 128));
+      ls.emplace_back(relu({128, 1, 1}));
+      ls.emplace_back(dense({128, 1, 1}, classes));
+    } else if (name == "cnn" || name == "cnn_evonorm") {
+      if (rows < 4 || cols < 4) throw config_error(where + "the cnn needs at least 4x4 images (two 2x2 pools)");
+      const bool evo = name == "cnn_evonorm";
+      shape3 s = in;
+      for (std::size_t width : {std::size_t{16}, std::size_t{32}}) {
+        const conv2d conv(s, width, 3, 1, 1);
+        ls.emplace_back(conv);
+        s = conv.out_shape();
+        if (evo) {
+          ls.emplace_back(evo_norm_s0(s, 4));
+        } else {
+          ls.emplace_back(group_norm(s, 4));
+          ls.emplace_back(relu(s));
+        }
+        const max_pool2d pool(s, 2, 2);
+        ls.emplace_back(pool);
+        s = pool.out_shape();
+      }
+      ls.emplace_back(flatten(s));
+      ls.emplace_back(dense({s.size(), 1, 1}, classes));
+    } else {
+      std::string known;
+      for (const auto& n : known_names()) known += (known.empty() ? "" : ", ") + n;
+      throw config_error("nn::model::make: unknown model \"" + name + "\" (known: " + known + ")");
+    }
+    return from_layers(name, in, std::move(ls));
+  }
+
+  /// A model from any chain of layers: each layer's input shape must be the previous one's
+  /// output shape (the first's is `input`), and the last must output a vector of >= 2 classes.
+  static model from_layers(std::string name, shape3 input, std::vector<layer> layers) {
+    model m;
+    m.name_ = std::move(name);
+    m.input_ = input;
+    m.layers_ = std::move(layers);
+    const std::string where = "nn::model::from_layers(\"" + m.name_ + "\"): ";
+    if (m.layers_.empty()) throw config_error(where + "no layers");
+    shape3 s = input;
+    std::size_t off = 0, act = 0;
+    for (std::size_t i = 0; i < m.layers_.size(); ++i) {
+      const shape3 lin = std::visit([](const auto& l) { return l.in_shape(); }, m.layers_[i]);
+      if (!(lin == s))
+        throw config_error(where + "layer " + std::to_string(i) + " expects input " + lin.str() + " but receives " +
+                           s.str());
+      s = std::visit([](const auto& l) { return l.out_shape(); }, m.layers_[i]);
+      m.param_off_.push_back(off);
+      off += std::visit([](const auto& l) { return l.num_params(); }, m.layers_[i]);
+      m.act_off_.push_back(act);
+      act += s.size();
+      m.max_act_ = std::max(m.max_act_, std::max(s.size(), i ? std::size_t{0} : input.size()));
+    }
+    if (s.h != 1 || s.w != 1 || s.c < 2 || s.c > 256)
+      throw config_error(where + "the last layer outputs " + s.str() + ", not a vector of 2..256 class logits");
+    m.param_off_.push_back(off);
+    m.act_total_ = act;
+    m.classes_ = s.c;
+    return m;
+  }
+
+  const std::string& name() const { return name_; }
+  std::size_t num_params() const { return param_off_.back(); }
+  std::size_t num_classes() const { return classes_; }
+  std::size_t input_size() const { return input_.size(); }
+  shape3 input_shape() const { return input_; }
+  const std::vector<layer>& layers() const { return layers_; }
+  /// Where layer i's parameters start in the flat buffer (i == layers().size(): num_params()).
+  std::size_t param_offset(std::size_t i) const { return param_off_.at(i); }
+
+  /// He/Kaiming normal weights, zero biases, unit norm scales; deterministic by seed
+  /// (std::mt19937_64 + Box-Muller), layer by layer in buffer order.
+  template <std::floating_point T>
+  void init(std::span<T> params, std::uint64_t seed) const {
+    check_params(params.size(), "init");
+    normal_rng rng(seed);
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      std::visit([&](const auto& l) { l.init(params.data() + param_off_[i], rng); }, layers_[i]);
+  }
+  void init(std::span<float> params, std::uint64_t seed) const { init<float>(params, seed); }
+
+  /// Mean softmax cross-entropy over the batch; grad (same size as params) is overwritten with
+  /// d(loss)/d(params).
+  float loss_and_grad(std::span<const float> params, const float* images, const std::uint8_t* labels,
+                      std::size_t batch, std::span<float> grad, workspace& ws) const {
+    check_grad(params.size(), grad.size());
+    return float(run<float>(params, images, labels, batch, grad.data(), ws, "loss_and_grad"));
+  }
+  double loss_and_grad(std::span<const double> params, const double* images, const std::uint8_t* labels,
+                       std::size_t batch, std::span<double> grad, workspace& ws) const {
+    check_grad(params.size(), grad.size());
+    return run<double>(params, images, labels, batch, grad.data(), ws, "loss_and_grad");
+  }
+
+  float loss(std::span<const float> params, const float* images, const std::uint8_t* labels, std::size_t batch,
+             workspace& ws) const {
+    return float(run<float>(params, images, labels, batch, nullptr, ws, "loss"));
+  }
+  double loss(std::span<const double> params, const double* images, const std::uint8_t* labels, std::size_t batch,
+              workspace& ws) const {
+    return run<double>(params, images, labels, batch, nullptr, ws, "loss");
+  }
+
+  /// out[b] = argmax of the logits of image b (the lowest class on ties).
+  void predict(std::span<const float> params, const float* images, std::size_t batch, std::uint8_t* out,
+               workspace& ws) const {
+    predict_impl<float>(params, images, batch, out, ws);
+  }
+  void predict(std::span<const double> params, const double* images, std::size_t batch, std::uint8_t* out,
+               workspace& ws) const {
+    predict_impl<double>(params, images, batch, out, ws);
+  }
+
+  /// How many of the batch predict() gets right.
+  std::size_t count_correct(std::span<const float> params, const float* images, const std::uint8_t* labels,
+                            std::size_t batch, workspace& ws) const {
+    check_labels(labels, batch, "count_correct");
+    std::vector<std::uint8_t> pred(batch);
+    predict(params, images, batch, pred.data(), ws);
+    std::size_t ok = 0;
+    for (std::size_t b = 0; b < batch; ++b) ok += pred[b] == labels[b];
+    return ok;
+  }
+
+  /// Section 6 device profile of one local step at this batch size (float storage). Activations
+  /// are every layer's output kept for backward; FLOPs count forward, backward (no input
+  /// gradient for the first layer) and the loss, linear in batch.
+  device_profile profile(std::size_t batch) const {
+    device_profile p;
+    p.parameters = num_params();
+    p.activation_bytes = act_total_ * batch * sizeof(float);
+    double per_sample = 5.0 * double(classes_);  // softmax cross-entropy and its gradient
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      per_sample += std::visit([&](const auto& l) { return l.flops_forward() + l.flops_backward(i > 0); }, layers_[i]);
+    p.flops = per_sample * double(batch);
+    return p;
+  }
+
+  /// A summary line, then one line per layer with shapes and parameter counts.
+  std::string describe() const {
+    std::string s = name_ + ": input " + input_.str() + ", " + std::to_string(classes_) + " classes, " +
+                    std::to_string(num_params()) + " params\n";
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      s += "  " + std::to_string(i) + ": " + std::visit([](const auto& l) { return l.describe(); }, layers_[i]) + "\n";
+    return s;
+  }
+
+ private:
+  model() = default;
+
+  void check_params(std::size_t n, const char* fn) const {
+    if (n != num_params())
+      throw size_error("nn::model(\"" + name_ + "\")::" + fn + ": params has " + std::to_string(n) +
+                       " elements, the model has " + std::to_string(num_params()));
+  }
+  void check_grad(std::size_t params, std::size_t grad) const {
+    if (grad != params)
+      throw size_error("nn::model(\"" + name_ + "\")::loss_and_grad: grad has " + std::to_string(grad) +
+                       " elements, params has " + std::to_string(params));
+  }
+  void check_batch(const void* images, std::size_t batch, const char* fn) const {
+    if (batch == 0) throw size_error("nn::model(\"" + name_ + "\")::" + fn + ": empty batch");
+    if (!images) throw config_error("nn::model(\"" + name_ + "\")::" + fn + ": images is null");
+  }
+  void check_labels(const std::uint8_t* labels, std::size_t batch, const char* fn) const {
+    if (!labels) throw config_error("nn::model(\"" + name_ + "\")::" + fn + ": labels is null");
+    for (std::size_t b = 0; b < batch; ++b)
+      if (labels[b] >= classes_)
+        throw config_error("nn::model(\"" + name_ + "\")::" + fn + ": label " + std::to_string(labels[b]) +
+                           " of batch item " + std::to_string(b) + " is not below " + std::to_string(classes_) +
+                           " classes");
+  }
+
+  /// Forward through every layer; returns the logits (inside ws).
+  template <std::floating_point T>
+  const T* forward(const T* params, const T* images, std::size_t batch, detail::net_scratch<T>& s) const {
+    T* acts = detail::grow(s.acts, act_total_ * batch);
+    const T* x = images;
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      T* y = acts + act_off_[i] * batch;
+      std::visit([&](const auto& l) { l.forward(params + param_off_[i], x, y, batch, s.layer); }, layers_[i]);
+      x = y;
+    }
+    return x;
+  }
+
+  template <std::floating_point T>
+  double run(std::span<const T> params, const T* images, const std::uint8_t* labels, std::size_t batch, T* grad,
+             workspace& ws, const char* fn) const {
+    check_params(params.size(), fn);
+    check_batch(images, batch, fn);
+    check_labels(labels, batch, fn);
+    auto& s = ws.get<T>();
+    const T* logits = forward(params.data(), images, batch, s);
+    if (!grad) return softmax_cross_entropy<T>(logits, labels, batch, classes_, nullptr);
+    T* ga = detail::grow(s.grad_a, max_act_ * batch);
+    T* gb = detail::grow(s.grad_b, max_act_ * batch);
+    const double loss = softmax_cross_entropy<T>(logits, labels, batch, classes_, ga);
+    for (std::size_t i = layers_.size(); i-- > 0;) {
+      const T* x = i ? s.acts.data() + act_off_[i - 1] * batch : images;
+      const T* y = s.acts.data() + act_off_[i] * batch;
+      T* dx = i ? gb : nullptr;
+      std::visit([&](const auto& l) { l.backward(params.data() + param_off_[i], x, y, ga, dx, grad + param_off_[i], batch, s.layer); },
+                 layers_[i]);
+      std::swap(ga, gb);
+    }
+    return loss;
+  }
+
+  template <std::floating_point T>
+  void predict_impl(std::span<const T> params, const T* images, std::size_t batch, std::uint8_t* out,
+                    workspace& ws) const {
+    check_params(params.size(), "predict");
+    check_batch(images, batch, "predict");
+    if (!out) throw config_error("nn::model(\"" + name_ + "\")::predict: out is null");
+    const T* logits = forward(params.data(), images, batch, ws.get<T>());
+    for (std::size_t b = 0; b < batch; ++b) {
+      const T* z = logits + b * classes_;
+      out[b] = static_cast<std::uint8_t>(std::max_element(z, z + classes_) - z);
+    }
+  }
+
+  std::string name_;
+  shape3 input_{};
+  std::size_t classes_ = 0;
+  std::vector<layer> layers_;
+  std::vector<std::size_t> param_off_;  ///< per layer, then the total
+  std::vector<std::size_t> act_off_;    ///< per-sample offset of each layer's output
+  std::size_t act_total_ = 0;           ///< per-sample floats of all outputs
+  std::size_t max_act_ = 0;             ///< largest per-sample input or output of a layer
+};
+
+}  // namespace nn
+}  // namespace v0
+}  // namespace sparsepush

@@ -1,0 +1,129 @@
+// sparsepush/nn/optimizer.hpp: the local optimizer of the training backend. sgd turns a gradient
+// into a direction (heavy-ball or Nesterov momentum, L2 weight decay) that the caller applies as
+// x -= lr * direction; lr_schedule gives the learning rate of round t (constant, step, cosine,
+// optional linear warm-up).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../config.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+namespace nn {
+
+/// SGD with momentum: p = g + wd x; v = momentum v + p; out = nesterov ? p + momentum v : v
+/// (v updated in place). out may alias grad, not velocity (when nesterov).
+struct sgd {
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+
+  void direction(std::span<const float> grad, std::span<const float> params, std::span<float> velocity,
+                 std::span<float> out) const {
+    apply<float>(grad, params, velocity, out);
+  }
+  void direction(std::span<const double> grad, std::span<const double> params, std::span<double> velocity,
+                 std::span<double> out) const {
+    apply<double>(grad, params, velocity, out);
+  }
+
+  void validate() const {
+    if (!(momentum >= 0.0 && momentum < 1.0))
+      throw config_error("nn::sgd: momentum " + std::to_string(momentum) + " is not in [0, 1)");
+    if (!(weight_decay >= 0.0 && std::isfinite(weight_decay)))
+      throw config_error("nn::sgd: weight_decay " + std::to_string(weight_decay) + " is not finite and >= 0");
+  }
+
+ private:
+  template <std::floating_point T>
+  void apply(std::span<const T> g, std::span<const T> x, std::span<T> v, std::span<T> out) const {
+    validate();
+    const std::size_t d = g.size();
+    if (x.size() != d || v.size() != d || out.size() != d)
+      throw size_error("nn::sgd::direction: grad has " + std::to_string(d) + " elements, params " +
+                       std::to_string(x.size()) + ", velocity " + std::to_string(v.size()) + ", out " +
+                       std::to_string(out.size()));
+    const T m = T(momentum), wd = T(weight_decay);
+    const T* gp = g.data();
+    const T* xp = x.data();
+    T* vp = v.data();
+    T* op = out.data();
+    if (nesterov) {
+      for (std::size_t i = 0; i < d; ++i) {
+        const T p = gp[i] + wd * xp[i];
+        const T vi = m * vp[i] + p;
+        vp[i] = vi;
+        op[i] = p + m * vi;
+      }
+    } else {
+      for (std::size_t i = 0; i < d; ++i) {
+        const T vi = m * vp[i] + (gp[i] + wd * xp[i]);
+        vp[i] = vi;
+        op[i] = vi;
+      }
+    }
+  }
+};
+
+/// Learning rate at round t of `total`. Warm-up (when warmup > 0): for t < warmup,
+/// lr = start + (base - start) t / warmup with start = base / 10 (0 when warmup_from_zero).
+/// After it: constant: base; step: base times step_factor for each fraction f in step_at with
+/// t >= round(f total); cosine: base * 0.5 * (1 + cos(pi * progress)),
+/// progress = min(1, (t - warmup) / max(1, total - warmup)).
+struct lr_schedule {
+  enum class kind { constant, step, cosine };
+  double base = 0.05;
+  kind shape = kind::constant;
+  std::uint32_t warmup = 0;
+  double step_factor = 0.1;
+  std::vector<double> step_at = {0.75};
+  bool warmup_from_zero = false;
+
+  void validate() const {
+    if (!(base >= 0.0 && std::isfinite(base)))
+      throw config_error("nn::lr_schedule: base " + std::to_string(base) + " is not finite and >= 0");
+    if (!(step_factor > 0.0 && std::isfinite(step_factor)))
+      throw config_error("nn::lr_schedule: step_factor " + std::to_string(step_factor) + " is not finite and > 0");
+    for (std::size_t i = 0; i < step_at.size(); ++i)
+      if (!(step_at[i] >= 0.0 && step_at[i] <= 1.0))
+        throw config_error("nn::lr_schedule: step_at[" + std::to_string(i) + "] = " + std::to_string(step_at[i]) +
+                           " is not a fraction in [0, 1]");
+  }
+
+  double at(std::uint32_t t, std::uint32_t total) const {
+    validate();
+    if (t < warmup) {
+      const double start = warmup_from_zero ? 0.0 : base / 10.0;
+      return start + (base - start) * double(t) / double(warmup);
+    }
+    switch (shape) {
+      case kind::constant:
+        return base;
+      case kind::step: {
+        double lr = base;
+        for (double f : step_at)
+          if (double(t) >= std::round(f * double(total))) lr *= step_factor;
+        return lr;
+      }
+      case kind::cosine: {
+        const double len = total > warmup ? double(total - warmup) : 1.0;
+        const double progress = std::min(1.0, double(t - warmup) / len);
+        return base * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+      }
+    }
+    return base;
+  }
+};
+
+}  // namespace nn
+}  // namespace v0
+}  // namespace sparsepush
