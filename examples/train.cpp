@@ -16,6 +16,7 @@
 #include <sparsepush/nn/optimizer.hpp>
 #include <sparsepush/sparsepush.hpp>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -217,27 +218,35 @@ int main(int argc, char** argv) {
                                                    : sp::nn::lr_schedule::kind::step;
     auto lr = [&](std::uint32_t t) { return schedule_lr.at(std::min(t, train_rounds - 1), train_rounds); };
 
-    // Evaluation of the nodes' models and of their average on (part of) the test set.
-    sp::nn::workspace eval_ws;
-    auto accuracy = [&](std::span<const float> params, std::size_t samples) {
+    // Evaluation of the nodes' models (in parallel, one workspace each) and of their average.
+    auto accuracy = [&](std::span<const float> params, std::size_t samples, sp::nn::workspace& w) {
       std::vector<std::uint8_t> pred(256);
       std::size_t right = 0;
       for (std::size_t s = 0; s < samples; s += 256) {
         const std::size_t b = std::min<std::size_t>(256, samples - s);
-        net.predict(params, fm.test.pixels.data() + s * in, b, pred.data(), eval_ws);
+        net.predict(params, fm.test.pixels.data() + s * in, b, pred.data(), w);
         for (std::size_t j = 0; j < b; ++j) right += pred[j] == fm.test.labels[s + j];
       }
       return static_cast<double>(right) / static_cast<double>(samples);
     };
     auto evaluate = [&](const auto& alg, std::size_t samples) {
       evaluation ev;
+      std::vector<std::vector<float>> models(n);
+      std::vector<double> acc(n);
+      for (std::size_t i = 0; i < n; ++i) models[i] = alg.model(i);
+      {
+        std::vector<std::jthread> workers;  // node i on thread i mod threads
+        for (std::size_t t = 0; t < std::min(c.threads, n); ++t)
+          workers.emplace_back([&, t] {
+            for (std::size_t i = t; i < n; i += c.threads) acc[i] = accuracy(models[i], samples, ws[i]);
+          });
+      }
       std::vector<float> avg(d, 0.0f);
       for (std::size_t i = 0; i < n; ++i) {
-        const auto m = alg.model(i);
-        ev.avg_node_accuracy += accuracy(m, samples) / static_cast<double>(n);
-        for (std::size_t l = 0; l < d; ++l) avg[l] += m[l] / static_cast<float>(n);
+        ev.avg_node_accuracy += acc[i] / static_cast<double>(n);
+        for (std::size_t l = 0; l < d; ++l) avg[l] += models[i][l] / static_cast<float>(n);
       }
-      ev.averaged_model_accuracy = accuracy(avg, samples);
+      ev.averaged_model_accuracy = accuracy(avg, samples, ws[0]);
       return ev;
     };
 
