@@ -282,7 +282,8 @@ int main(int argc, char** argv) {
                        "lower --eta (now %g) or --lr (now %g)\n", t, loss, first_loss, c.eta, c.lr);
           return 3;
         }
-        if ((t + 1) % eval_every == 0 || last) {
+        const bool eval_now = (t + 1) % eval_every == 0 || last;
+        if (eval_now) {
           rep = sp::report<float>(alg, t);
           ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count));
           if (!std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6) {
@@ -290,18 +291,23 @@ int main(int argc, char** argv) {
                          "lower --eta (now %g) or --lr (now %g)\n", t, rep.parameter_divergence, c.eta, c.lr);
             return 3;
           }
-          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-          const double epoch = static_cast<double>(std::min(t + 1, train_rounds)) * c.batch / per_node;
+        }
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        const double epoch = static_cast<double>(std::min(t + 1, train_rounds)) * c.batch / per_node;
+        if (eval_now && log.is_open()) {
           const char* ph = scsp && t >= train_rounds ? "final-gossip" : "train";
-          if (log.is_open())
-            log << t + 1 << ',' << epoch << ',' << ph << ',' << loss << ',' << ev.avg_node_accuracy << ','
-                << ev.averaged_model_accuracy << ',' << rep.parameter_divergence << ',' << rep.bytes_sent << ','
-                << static_cast<double>(rep.bytes_sent) / 1e6 << ',' << rep.comm_ratio << ',' << wall << '\n';
+          log << t + 1 << ',' << epoch << ',' << ph << ',' << loss << ',' << ev.avg_node_accuracy << ','
+              << ev.averaged_model_accuracy << ',' << rep.parameter_divergence << ',' << rep.bytes_sent << ','
+              << static_cast<double>(rep.bytes_sent) / 1e6 << ',' << rep.comm_ratio << ',' << wall << '\n';
+        }
+        // A terminal gets one live line, redrawn every round (accuracy from the last evaluation);
+        // a pipe or file gets a plain line per evaluation.
+        if (tty || eval_now) {
           const double eta_s = wall / (t + 1) * (rounds - t - 1);
           std::printf("%sround %u/%u  epoch %.2f  loss %.4f  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
                       tty ? "\r" : "", t + 1, rounds, epoch, loss, 100 * ev.avg_node_accuracy,
                       100 * ev.averaged_model_accuracy, rep.parameter_divergence,
-                      static_cast<double>(rep.bytes_sent) / 1e6, eta_s, tty ? "   " : "\n");
+                      static_cast<double>(alg.bytes_sent()) / 1e6, eta_s, tty ? "   " : "\n");
           std::fflush(stdout);
         }
       }
