@@ -155,6 +155,8 @@ int main(int argc, char** argv) {
                    "--schedule undirected-ring, torus:RxC or complete (got %s)\n", c.algorithm.c_str(), c.schedule.c_str());
       return 2;
     }
+    if (!c.plot.empty() && c.log.empty())
+      throw sp::config_error("--plot needs --log (the plot is drawn from the CSV log)");
     if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
     sp::parse_compressor(c.compressor);  // validate early: a config_error exits with 2 below
     if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : default_eta(c.compressor);
@@ -377,10 +379,6 @@ int main(int argc, char** argv) {
       out << summary.dump(2) << '\n';
     }
     if (!c.plot.empty()) {
-      if (c.log.empty()) {
-        std::fprintf(stderr, "sparsepush-train: --plot needs --log (the plot is drawn from the CSV log)\n");
-        return 2;
-      }
       log.close();
       const std::string script = c.plot + ".gp";
       std::ofstream gp(script);
