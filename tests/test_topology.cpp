@@ -1,6 +1,8 @@
 // Tests of sparsepush/topology/*: every built-in schedule is column stochastic with self-loops
-// and strongly connected (checked on dense matrices here), the exponential graphs reproduce
-// SGP's peer offsets (computed independently, integer log), and bad schedules are clear errors.
+// and strongly connected (checked on dense matrices here), its in-edges are the rows of the
+// dense W, the exponential graphs reproduce SGP's peer offsets (computed independently, integer
+// log), and bad schedules are clear errors.
+#include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -69,6 +71,126 @@ TEST_CASE("every built-in schedule is column stochastic, has self-loops and vali
       }
     }
   }
+}
+
+namespace {
+/// A user schedule that only knows its columns: it must still model `schedule`.
+struct out_edges_only {
+  const any_schedule* s = nullptr;
+  std::size_t num_nodes() const { return s->num_nodes(); }
+  std::size_t period() const { return s->period(); }
+  void out_edges(std::uint64_t t, std::uint32_t node, std::vector<out_edge>& out) const {
+    s->out_edges(t, node, out);
+  }
+};
+static_assert(schedule<out_edges_only> && !schedule_with_in_edges<out_edges_only>);
+static_assert(schedule_with_in_edges<any_schedule> && schedule_with_in_edges<periodic_schedule> &&
+              schedule_with_in_edges<random_out_peers>);
+
+/// Row i of the dense W: every sender with a nonzero share, ascending.
+std::vector<in_edge> dense_row(const dense& w, std::size_t i) {
+  std::vector<in_edge> row;
+  for (std::size_t j = 0; j < w.size(); ++j)
+    if (w[i][j] != 0.0) row.push_back({static_cast<std::uint32_t>(j), w[i][j]});
+  return row;
+}
+
+/// Every spec the parser knows, with several arguments, that fits n nodes.
+std::vector<std::string> in_edge_specs(std::size_t n) {
+  std::vector<std::string> s = {"directed-ring", "undirected-ring", "complete", "time-varying-ring",
+                                "alternating-ring", "exponential", "bidirectional-exponential",
+                                "erdos-renyi:0.3", "erdos-renyi:0.7"};
+  s.push_back(n == 2 ? "time-varying-ring:1,3" : "time-varying-ring:2,1," + std::to_string(n + 1));
+  for (std::size_t k : {1u, 2u, 3u, 5u})
+    if (k < n) {
+      s.push_back("exponential:" + std::to_string(k));
+      s.push_back("random:" + std::to_string(k));
+    }
+  s.push_back("torus:1x" + std::to_string(n));
+  for (std::size_t r = 2; r * r <= n; ++r)
+    if (n % r == 0) s.push_back("torus:" + std::to_string(r) + "x" + std::to_string(n / r));
+  return s;
+}
+
+/// in_edges, in_edges_of on the schedule and on an out-edges-only view all equal the dense row.
+void check_in_edges(const any_schedule& s, std::size_t rounds) {
+  const std::size_t n = s.num_nodes();
+  const out_edges_only view{&s};
+  std::vector<in_edge> row, row_of, row_view;
+  for (std::uint64_t t = 0; t < rounds; ++t) {
+    const auto w = dense_w(s, t);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      INFO("round " << t << ", node " << i);
+      s.in_edges(t, i, row);
+      in_edges_of(s, t, i, row_of);
+      in_edges_of(view, t, i, row_view);
+      const auto want = dense_row(w, i);
+      REQUIRE(row == want);
+      REQUIRE(row_of == want);
+      REQUIRE(row_view == want);
+    }
+  }
+  REQUIRE_THROWS_WITH(s.in_edges(0, static_cast<std::uint32_t>(n), row),
+                      Catch::Contains("node " + std::to_string(n)));
+  REQUIRE_THROWS_WITH(in_edges_of(view, 0, static_cast<std::uint32_t>(n), row),
+                      Catch::Contains("node " + std::to_string(n)));
+}
+}  // namespace
+
+TEST_CASE("in_edges of every built-in schedule are the rows of W", "[topology]") {
+  for (std::size_t n : {2u, 3u, 5u, 8u, 16u, 33u})
+    for (const auto& spec : in_edge_specs(n)) {
+      INFO(spec << " n=" << n);
+      const any_schedule s = parse_schedule(spec, n, 11);
+      check_in_edges(s, s.period() ? 2 * s.period() + 4 : 21);
+    }
+}
+
+TEST_CASE("in_edges of user graph schedules, sorted whatever the column order", "[topology]") {
+  for (std::size_t n : {2u, 3u, 5u, 8u, 16u, 33u}) {
+    INFO("n=" << n);
+    // static: a ring with a few chords
+    digraph g(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      g.add_edge(i, (i + 1) % n);
+      if (i % 3 == 0) g.add_edge(i, (i * 7 + 2) % n);
+    }
+    check_in_edges(static_schedule(g), 3);
+    // time-varying: three graphs whose union is a ring in both directions
+    std::vector<digraph> gs(3, digraph(n));
+    for (std::size_t i = 0; i < n; ++i) {
+      gs[i % 3].add_edge(i, (i + 1) % n);
+      gs[(i + 1) % 3].add_edge((i + 1) % n, i);
+    }
+    check_in_edges(time_varying_schedule(gs), 10);
+    // columns that list their receivers in descending order, self-edge last
+    std::vector<std::vector<out_edge>> cols(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      const double w = 1.0 / static_cast<double>(n);
+      for (std::size_t i = n; i-- > 0;) cols[j].push_back({static_cast<std::uint32_t>(i), w});
+    }
+    check_in_edges(periodic_schedule({mixing_round::from_columns(cols)}), 2);
+  }
+}
+
+TEST_CASE("in_edges: random out-peers recompute rows from the seed", "[topology]") {
+  const random_out_peers s(12, 3, 5);
+  std::vector<in_edge> row;
+  std::vector<out_edge> col;
+  for (std::uint64_t t : {0ull, 1ull, 1000ull, (1ull << 32) + 7}) {
+    std::size_t edges = 0;
+    for (std::uint32_t i = 0; i < 12; ++i) {
+      s.in_edges(t, i, row);
+      REQUIRE(row.size() >= 1);
+      for (const auto& e : row) {
+        s.out_edges(t, e.from, col);
+        REQUIRE(std::count(col.begin(), col.end(), out_edge{i, 0.25}) == 1);
+      }
+      edges += row.size();
+    }
+    REQUIRE(edges == 12 * 4);  // every column's k + 1 entries appear in exactly one row each
+  }
+  REQUIRE_THROWS_WITH(s.in_edges(0, 12, row), Catch::Contains("node 12"));
 }
 
 TEST_CASE("one-peer exponential graph reproduces SGP's offsets (integer log)", "[topology]") {

@@ -1,6 +1,7 @@
 // sparsepush/topology/graph.hpp: directed graphs and per-round mixing weights.
 // W(t)[i][j] is the share of node j's mass that lands at node i in round t. A schedule hands
-// each sender j its column: out-edges (j -> i, W[i][j]) including the self-edge (j -> j, W[j][j]).
+// each sender j its column: out-edges (j -> i, W[i][j]) including the self-edge (j -> j, W[j][j]),
+// and each receiver i its row: in-edges (j -> i, W[i][j]) including (i -> i, W[i][i]).
 // Column stochastic: sum_i W[i][j] = 1, entries >= 0, W[j][j] > 0 (ALGORITHMS.md, Notation).
 // Weight rules: uniform push (keep 1/(m+1), send 1/(m+1) to each of m out-neighbours, as SGP)
 // and Metropolis-Hastings for undirected graphs (W_ij = 1/(1 + max(deg_i, deg_j)), symmetric and
@@ -29,6 +30,13 @@ struct out_edge {
   std::uint32_t to = 0;
   double share = 0.0;
   friend bool operator==(const out_edge&, const out_edge&) = default;
+};
+
+/// One incoming push: the sender and the share of its mass this node gets (W[node][from]).
+struct in_edge {
+  std::uint32_t from = 0;
+  double share = 0.0;
+  friend bool operator==(const in_edge&, const in_edge&) = default;
 };
 
 /// A directed graph on n nodes without self-loops (they are implicit), edges kept sorted.
@@ -72,30 +80,62 @@ class digraph {
   std::vector<std::vector<std::uint32_t>> out_;
 };
 
-/// Mixing weights of one round, stored by sender (CSR): columns of W.
+/// Mixing weights of one round, stored both by sender (columns of W) and by receiver (rows of
+/// W, built once from the columns), each as CSR.
 class mixing_round {
  public:
   mixing_round() = default;
-  explicit mixing_round(std::size_t n) : start_(n + 1, 0) {}
+  explicit mixing_round(std::size_t n) : start_(n + 1, 0), row_start_(n + 1, 0) {}
 
-  /// Build from per-sender edge lists (each must include the sender's self-edge).
+  /// Build from per-sender edge lists (each must include the sender's self-edge). Rows list the
+  /// senders in ascending order; a receiver a column names twice gets one in-edge, the summed share.
   static mixing_round from_columns(const std::vector<std::vector<out_edge>>& cols) {
-    mixing_round r(cols.size());
-    for (std::size_t j = 0; j < cols.size(); ++j) {
+    const std::size_t n = cols.size();
+    mixing_round r(n);
+    for (std::size_t j = 0; j < n; ++j) {
       r.edges_.insert(r.edges_.end(), cols[j].begin(), cols[j].end());
       r.start_[j + 1] = r.edges_.size();
+    }
+    // transpose by counting sort on the receiver; scanning senders in order keeps rows sorted
+    std::vector<std::size_t> fill(n + 1, 0);
+    for (const auto& e : r.edges_)
+      if (e.to < n) ++fill[e.to + 1];
+    for (std::size_t i = 0; i < n; ++i) fill[i + 1] += fill[i];
+    std::vector<in_edge> rows(fill[n]);
+    std::vector<std::size_t> next(fill.begin(), fill.end() - 1);
+    for (std::size_t j = 0; j < n; ++j)
+      for (const auto& e : cols[j])
+        if (e.to < n) rows[next[e.to]++] = in_edge{static_cast<std::uint32_t>(j), e.share};
+    // merge a sender repeated within one row (only a malformed column repeats a receiver)
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t begin = r.row_edges_.size();
+      for (std::size_t p = fill[i]; p < fill[i + 1]; ++p) {
+        if (r.row_edges_.size() > begin && r.row_edges_.back().from == rows[p].from)
+          r.row_edges_.back().share += rows[p].share;
+        else
+          r.row_edges_.push_back(rows[p]);
+      }
+      r.row_start_[i + 1] = r.row_edges_.size();
     }
     return r;
   }
 
   std::size_t num_nodes() const noexcept { return start_.empty() ? 0 : start_.size() - 1; }
+  /// Column `sender` of W: its out-edges, self-edge included, in the order they were given.
   std::span<const out_edge> column(std::size_t sender) const {
     return std::span<const out_edge>(edges_).subspan(start_[sender], start_[sender + 1] - start_[sender]);
+  }
+  /// Row `receiver` of W: its in-edges, self-edge included, by ascending sender.
+  std::span<const in_edge> row(std::size_t receiver) const {
+    return std::span<const in_edge>(row_edges_).subspan(row_start_[receiver],
+                                                        row_start_[receiver + 1] - row_start_[receiver]);
   }
 
  private:
   std::vector<std::size_t> start_;
   std::vector<out_edge> edges_;
+  std::vector<std::size_t> row_start_;
+  std::vector<in_edge> row_edges_;
 };
 
 /// Uniform push on g: every node keeps 1/(m+1) and sends 1/(m+1) to each of its m out-neighbours.

@@ -34,6 +34,9 @@ class any_schedule {
   void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
     std::visit([&](const auto& s) { s.out_edges(round, node, out); }, impl_);
   }
+  void in_edges(std::uint64_t round, std::uint32_t node, std::vector<in_edge>& out) const {
+    std::visit([&](const auto& s) { s.in_edges(round, node, out); }, impl_);
+  }
 
  private:
   variant_type impl_;

@@ -2,7 +2,8 @@
 // Erdos-Renyi directed: each edge i -> j (i != j) present with probability p, redrawn (next
 // attempt of the counter stream) until strongly connected. Random out-peers: in round t each node
 // pushes to k distinct peers drawn uniformly from the others, keyed by (seed, node, round), keep
-// and send 1/(k+1); aperiodic, so it is validated over a window of rounds.
+// and send 1/(k+1); aperiodic, so it is validated over a window of rounds. Its in-edges are not
+// stored: in_edges() redraws every sender's peers for the round, O(n k) per call.
 #pragma once
 
 #include <algorithm>
@@ -50,22 +51,48 @@ class random_out_peers {
   std::size_t period() const noexcept { return 0; }
 
   void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
+    std::vector<std::uint32_t> picked;
+    draw(round, node, picked);
+    const double w = share();
+    out.assign(1, out_edge{node, w});
+    for (auto to : picked) out.push_back({to, w});
+  }
+  /// Replace out with row `node` of W(round). Nothing is stored per round, so this redraws the
+  /// peers of all n senders: O(n k) per call (a receiver that needs it every round in a
+  /// deployment pays n draws; use a periodic schedule if that matters).
+  void in_edges(std::uint64_t round, std::uint32_t node, std::vector<in_edge>& out) const {
+    detail::require_node(node, n_);
+    const double w = share();
+    out.clear();
+    std::vector<std::uint32_t> picked;
+    for (std::size_t j = 0; j < n_; ++j) {
+      const auto from = static_cast<std::uint32_t>(j);
+      if (from == node) {
+        out.push_back({from, w});
+        continue;
+      }
+      draw(round, from, picked);
+      if (std::find(picked.begin(), picked.end(), node) != picked.end()) out.push_back({from, w});
+    }
+  }
+
+ private:
+  double share() const noexcept { return 1.0 / static_cast<double>(k_ + 1); }
+  /// The k distinct receivers (not node itself) of node in round, by ascending offset from node.
+  void draw(std::uint64_t round, std::uint32_t node, std::vector<std::uint32_t>& picked) const {
     const detail::counter_rng rng(seed_, node, static_cast<std::uint32_t>(round),
                                   detail::rng_stream::topology);
-    const double w = 1.0 / static_cast<double>(k_ + 1);
-    out.assign(1, out_edge{node, w});
     // Floyd's algorithm over the n - 1 other nodes (offsets 1 .. n-1 from node)
-    std::vector<std::uint32_t> picked;
+    picked.clear();
     for (std::size_t j = n_ - 1 - k_; j < n_ - 1; ++j) {
       const auto jj = static_cast<std::uint32_t>(j);
       const std::uint32_t t = rng.uniform_int(jj, jj);
       picked.push_back(std::find(picked.begin(), picked.end(), t) == picked.end() ? t : jj);
     }
     std::sort(picked.begin(), picked.end());
-    for (auto off : picked) out.push_back({static_cast<std::uint32_t>((node + 1 + off) % n_), w});
+    for (auto& off : picked) off = static_cast<std::uint32_t>((node + 1 + off) % n_);
   }
 
- private:
   std::size_t n_, k_;
   std::uint64_t seed_;
 };

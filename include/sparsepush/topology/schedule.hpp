@@ -1,8 +1,10 @@
 // sparsepush/topology/schedule.hpp: the schedule concept and the periodic schedule.
 // A schedule answers, for round t and sender j, the column j of W(t): out-edges (i, W[i][j])
 // including the self-edge (j, W[j][j]). Senders never need their in-neighbours: every message
-// carries its share (sender-side weighting). period() is P when W(t) = W(t mod P) for all t, and
-// 0 for an aperiodic schedule (validated over a window of rounds instead).
+// carries its share (sender-side weighting). Receivers ask for row i of W(t), in-edges
+// (j, W[i][j]) by ascending j, to know whom to wait for: built-in schedules answer in_edges()
+// directly, in_edges_of() derives it from out_edges() for any schedule. period() is P when
+// W(t) = W(t mod P) for all t, and 0 for an aperiodic schedule (validated over a window instead).
 #pragma once
 
 #include <concepts>
@@ -23,6 +25,46 @@ concept schedule = requires(const S& s, std::uint64_t round, std::uint32_t node,
   { s.period() } -> std::convertible_to<std::size_t>;
   s.out_edges(round, node, out);  // replaces out with column `node` of W(round)
 };
+
+/// A schedule that also answers a receiver's row of W directly.
+template <class S>
+concept schedule_with_in_edges =
+    schedule<S> && requires(const S& s, std::uint64_t round, std::uint32_t node,
+                            std::vector<in_edge>& out) {
+      s.in_edges(round, node, out);  // replaces out with row `node` of W(round), ascending from
+    };
+
+namespace detail {
+inline void require_node(std::size_t node, std::size_t n) {
+  if (node >= n)
+    throw schedule_error("node " + std::to_string(node) + " is outside [0, " + std::to_string(n) + ")");
+}
+}  // namespace detail
+
+/// Replace out with row `node` of W(round): every sender j whose column names node, with the
+/// share it gives (W[node][j]), self-edge included, by ascending j. Calls s.in_edges when the
+/// schedule has it; otherwise scans every sender's out_edges, O(n deg) per call: fine for a
+/// simulation, not for one node per process (give such a schedule its own in_edges).
+template <schedule S>
+void in_edges_of(const S& s, std::uint64_t round, std::uint32_t node, std::vector<in_edge>& out) {
+  if constexpr (schedule_with_in_edges<S>) {
+    s.in_edges(round, node, out);
+  } else {
+    const std::size_t n = s.num_nodes();
+    detail::require_node(node, n);
+    out.clear();
+    std::vector<out_edge> col;
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto from = static_cast<std::uint32_t>(j);
+      s.out_edges(round, from, col);
+      for (const auto& e : col)
+        if (e.to == node) {
+          if (!out.empty() && out.back().from == from) out.back().share += e.share;
+          else out.push_back(in_edge{from, e.share});
+        }
+    }
+  }
+}
 
 /// A schedule that repeats a fixed list of mixing rounds: round t uses rounds[t mod P].
 class periodic_schedule {
@@ -45,6 +87,12 @@ class periodic_schedule {
   void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
     const auto col = rounds_[round % rounds_.size()].column(node);
     out.assign(col.begin(), col.end());
+  }
+  /// Replace out with row `node` of W(round) (precomputed: one copy).
+  void in_edges(std::uint64_t round, std::uint32_t node, std::vector<in_edge>& out) const {
+    detail::require_node(node, num_nodes());
+    const auto row = rounds_[round % rounds_.size()].row(node);
+    out.assign(row.begin(), row.end());
   }
   const mixing_round& at(std::uint64_t round) const { return rounds_[round % rounds_.size()]; }
 
