@@ -1,11 +1,13 @@
 // Tests of sparsepush/topology/*: every built-in schedule is column stochastic with self-loops
 // and strongly connected (checked on dense matrices here), its in-edges are the rows of the
 // dense W, the exponential graphs reproduce SGP's peer offsets (computed independently, integer
-// log), and bad schedules are clear errors.
+// powers), and bad schedules are clear errors.
 #include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
+#include <numeric>
 #include <set>
 #include <sparsepush/sparsepush.hpp>
 
@@ -226,27 +228,153 @@ TEST_CASE("integer floor_log is exact where floating-point log is not", "[topolo
   REQUIRE(floor_log(~std::size_t{0}, 2) == 63);
 }
 
-TEST_CASE("bidirectional and k-peer exponential offsets", "[topology]") {
-  REQUIRE(bidirectional_exponential_offsets(8) == std::vector<std::size_t>{1, 7, 2, 6, 4});
-  const auto b = bidirectional_exponential(8);
-  std::vector<out_edge> col;
-  const std::size_t want[] = {1, 7, 2, 6, 4};
-  for (std::size_t t = 0; t < 10; ++t) {
-    b.out_edges(t, 3, col);
-    REQUIRE(col.size() == 2);
-    REQUIRE((col[0].to == (3 + want[t % 5]) % 8 || col[1].to == (3 + want[t % 5]) % 8));
+namespace {
+/// SGP's offset lists the simplest way: loops over integer powers below n, no logarithms.
+std::vector<std::size_t> ref_k_peer_offsets(std::size_t n, std::size_t k) {
+  std::vector<std::size_t> out;
+  for (std::size_t pw = 1; pw <= n - 1; pw *= k + 1)
+    for (std::size_t j = 1; j <= k; ++j) out.push_back(j * pw % n);
+  return out;
+}
+std::vector<std::size_t> ref_bidirectional_offsets(std::size_t n) {
+  std::vector<std::size_t> out;
+  for (std::size_t pw = 1; pw <= n - 1; pw *= 2) {
+    out.push_back(pw % n);
+    out.push_back((n - pw) % n);
   }
-  // k = 2, n = 16: offsets j 3^i for i <= floor(log3 15) = 2: 1 2 3 6 9 (18 = 2 mod 16 repeats)
+  return out;
+}
+
+/// Round t's column of node r under the offset list: keep w, send w per chunk entry, merged.
+std::map<std::uint32_t, double> ref_column(std::size_t n, const std::vector<std::size_t>& list,
+                                           std::size_t k, std::size_t t, std::size_t r) {
+  const double w = 1.0 / static_cast<double>(k + 1);
+  std::map<std::uint32_t, double> col{{static_cast<std::uint32_t>(r), w}};
+  for (std::size_t p = 0; p < k; ++p)
+    col[static_cast<std::uint32_t>((r + list[(t * k + p) % list.size()]) % n)] += w;
+  return col;
+}
+
+void check_offset_schedule(const periodic_schedule& s, std::size_t n,
+                           const std::vector<std::size_t>& list, std::size_t k) {
+  const std::size_t period = std::lcm(list.size(), k) / k;
+  REQUIRE(s.num_nodes() == n);
+  REQUIRE(s.period() == period);
+  std::vector<out_edge> col;
+  // every node for small n, a few for large n (the rule is the same for every node)
+  std::vector<std::size_t> nodes;
+  if (n <= 40)
+    for (std::size_t r = 0; r < n; ++r) nodes.push_back(r);
+  else
+    nodes = {0, 1, n / 2, n - 1};
+  for (std::size_t t = 0; t < period + 2; ++t)
+    for (std::size_t r : nodes) {
+      s.out_edges(t, static_cast<std::uint32_t>(r), col);
+      std::map<std::uint32_t, double> got;
+      double sum = 0;
+      for (const auto& e : col) {
+        REQUIRE(got.count(e.to) == 0);  // distinct receivers
+        got[e.to] = e.share;
+        sum += e.share;
+      }
+      REQUIRE(col[0].to == r);
+      REQUIRE(std::abs(sum - 1.0) < 1e-12);
+      const auto want = ref_column(n, list, k, t, r);
+      REQUIRE(got.size() == want.size());
+      for (const auto& [to, share] : want) {
+        REQUIRE(got.count(to) == 1);
+        REQUIRE(got[to] == Approx(share).margin(1e-15));
+      }
+    }
+}
+}  // namespace
+
+TEST_CASE("exponential offsets as SGP's graph manager lists them, duplicates kept", "[topology]") {
+  // the examples of ALGORITHMS.md, literally
+  REQUIRE(exponential_offsets(8) == std::vector<std::size_t>{1, 2, 4});
+  REQUIRE(k_peer_exponential_offsets(16, 2) == std::vector<std::size_t>{1, 2, 3, 6, 9, 2});
+  REQUIRE(bidirectional_exponential_offsets(8) == std::vector<std::size_t>{1, 7, 2, 6, 4, 4});
+  REQUIRE(k_peer_exponential_offsets(6, 2) == std::vector<std::size_t>{1, 2, 3, 0});  // 6 = 0 mod 6
+  REQUIRE(bidirectional_exponential(8).period() == 6);
+  REQUIRE(k_peer_exponential(16, 2).period() == 3);
+  REQUIRE(k_peer_exponential_offsets(1, 1).empty());
+  REQUIRE(bidirectional_exponential_offsets(1).empty());
+
+  // n = 16, k = 2: rounds use [1, 2], [3, 6], [9, 2], then again; keep and send 1/3
   const auto k2 = k_peer_exponential(16, 2);
-  const std::vector<std::size_t> list = {1, 2, 3, 6, 9};
+  const std::vector<std::vector<std::uint32_t>> chunks = {{1, 2}, {3, 6}, {9, 2}};
+  std::vector<out_edge> col;
+  for (std::size_t t = 0; t < 9; ++t) {
+    k2.out_edges(t, 5, col);
+    const std::uint32_t lo = 5 + std::min(chunks[t % 3][0], chunks[t % 3][1]);
+    const std::uint32_t hi = 5 + std::max(chunks[t % 3][0], chunks[t % 3][1]);
+    REQUIRE(col == std::vector<out_edge>{{5, 1.0 / 3}, {lo, 1.0 / 3}, {hi, 1.0 / 3}});
+  }
+  // n = 8 bidirectional: node 3 pushes to 4, 2, 5, 1, 7, 7 in rounds 0..5, keeping 1/2
+  const std::uint32_t to8[] = {4, 2, 5, 1, 7, 7};
+  const auto b8 = bidirectional_exponential(8);
   for (std::size_t t = 0; t < 12; ++t) {
-    k2.out_edges(t, 0, col);
-    std::set<std::uint32_t> got;
-    for (const auto& e : col) got.insert(e.to);
-    const std::set<std::uint32_t> expect = {0u, static_cast<std::uint32_t>(list[(2 * t) % 5]),
-                                            static_cast<std::uint32_t>(list[(2 * t + 1) % 5])};
-    REQUIRE(got == expect);
-    for (const auto& e : col) REQUIRE(e.share == Approx(1.0 / 3));
+    b8.out_edges(t, 3, col);
+    REQUIRE(col == std::vector<out_edge>{{3, 0.5}, {to8[t % 6], 0.5}});
+  }
+  // n = 6, k = 2: round 1 uses offsets [3, 0]: the 0 adds to the self share
+  const auto k6 = k_peer_exponential(6, 2);
+  REQUIRE(k6.period() == 2);
+  k6.out_edges(1, 4, col);
+  REQUIRE(col.size() == 2);
+  REQUIRE(col[0].to == 4);
+  REQUIRE(col[0].share == Approx(2.0 / 3));
+  REQUIRE(col[1] == out_edge{1, 1.0 / 3});
+  // n = 8, k = 3: 1, 2, 3, 4, 8 = 0, 12 = 4: round 1 is [4, 0, 4], a repeat and the node itself
+  REQUIRE(k_peer_exponential_offsets(8, 3) == std::vector<std::size_t>{1, 2, 3, 4, 0, 4});
+  const auto k8 = k_peer_exponential(8, 3);
+  REQUIRE(k8.period() == 2);
+  k8.out_edges(1, 6, col);
+  REQUIRE(col == std::vector<out_edge>{{6, 0.5}, {2, 0.5}});
+  k8.out_edges(0, 6, col);
+  REQUIRE(col == std::vector<out_edge>{{6, 0.25}, {0, 0.25}, {1, 0.25}, {7, 0.25}});
+  // n = 32, k = 3: 16 appears twice, in different rounds ([1, 2, 3], [4, 8, 12], [16, 0, 16])
+  REQUIRE(k_peer_exponential_offsets(32, 3) ==
+          std::vector<std::size_t>{1, 2, 3, 4, 8, 12, 16, 0, 16});
+  REQUIRE(k_peer_exponential_offsets(5, 3) == std::vector<std::size_t>{1, 2, 3, 4, 3, 2});
+  REQUIRE(k_peer_exponential_offsets(4, 3) == std::vector<std::size_t>{1, 2, 3});
+  // n = 2: bidirectional is 1, 1 (the same peer in both rounds, period 2)
+  REQUIRE(bidirectional_exponential_offsets(2) == std::vector<std::size_t>{1, 1});
+  REQUIRE(bidirectional_exponential(2).period() == 2);
+}
+
+TEST_CASE("exponential graphs for every n from 2 to 1025 match an independent reference", "[topology]") {
+  for (std::size_t n = 2; n <= 1025; ++n) {
+    INFO("n = " << n);
+    std::vector<std::size_t> one;
+    for (std::size_t pw = 1; pw <= n - 1; pw *= 2) one.push_back(pw);
+    REQUIRE(exponential_offsets(n) == one);
+    const auto bi = ref_bidirectional_offsets(n);
+    REQUIRE(bidirectional_exponential_offsets(n) == bi);
+    for (std::size_t k = 1; k <= 3 && k < n; ++k) {
+      INFO("k = " << k);
+      REQUIRE(k_peer_exponential_offsets(n, k) == ref_k_peer_offsets(n, k));
+    }
+    // schedules: offsets, periods, merged shares, validation (a stride of n for the slow check)
+    const bool full = n <= 70 || n % 97 == 0 || n == 1024 || n == 1025;
+    {
+      INFO("one-peer");
+      const auto s = one_peer_exponential(n);
+      check_offset_schedule(s, n, one, 1);
+      if (full) REQUIRE_NOTHROW(validate_schedule(s));
+    }
+    {
+      INFO("bidirectional");
+      const auto s = bidirectional_exponential(n);
+      check_offset_schedule(s, n, bi, 1);
+      if (full) REQUIRE_NOTHROW(validate_schedule(s));
+    }
+    for (std::size_t k = 1; k <= 3 && k < n; ++k) {
+      INFO("k-peer, k = " << k);
+      const auto s = k_peer_exponential(n, k);
+      check_offset_schedule(s, n, ref_k_peer_offsets(n, k), k);
+      if (full) REQUIRE_NOTHROW(validate_schedule(s));
+    }
   }
 }
 
