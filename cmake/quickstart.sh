@@ -10,7 +10,8 @@ case "$what" in
   *) echo "usage: $0 main|test [build-dir]" >&2; exit 2 ;;
 esac
 bash "$root/cmake/install-deps.sh"
-jobs="$(nproc 2>/dev/null || echo 2)"
+# CMAKE_BUILD_PARALLEL_LEVEL and CTEST_PARALLEL_LEVEL, when set, limit the jobs (a shared machine).
+jobs="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DSPARSEPUSH_BUILD_TESTS=ON -DSPARSEPUSH_BUILD_BENCH=ON -DSPARSEPUSH_BUILD_EXAMPLES=ON
 cmake --build "$build" -j"$jobs"
@@ -20,5 +21,5 @@ if [ "$what" = main ]; then
   "$build/examples/sparsepush-train" --log "$build/train.csv" --summary "$build/train-summary.json" \
     --plot "$build/train.png"
 else
-  ctest --test-dir "$build" --output-on-failure -j"$jobs"
+  ctest --test-dir "$build" --output-on-failure -j"${CTEST_PARALLEL_LEVEL:-$jobs}"
 fi
