@@ -4,6 +4,7 @@
 
 #include "config.hpp"
 #include "tensor.hpp"
+#include "wire.hpp"
 #include "message.hpp"
 #include "error_feedback.hpp"
 #include "compress/common.hpp"

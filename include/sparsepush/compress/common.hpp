@@ -100,12 +100,14 @@ void check_finite(std::span<const T> v, const context& ctx, const char* what = "
     if (!std::isfinite(v[i])) throw_non_finite(static_cast<double>(v[i]), i, ctx, what);
 }
 
-/// Choose the wire encoding of a sparse message's ascending indices.
+/// Choose the wire encoding of a sparse message's ascending indices: the setting, or for
+/// automatic (and dense, which a sparse message cannot use) the smaller section.
 inline void finish_indices(message& m, index_encoding want) {
-  if (want == index_encoding::automatic || want == index_encoding::dense)
-    want = delta_varint_bytes(m.indices) <= 4 * m.indices.size() ? index_encoding::delta_varint
-                                                                 : index_encoding::raw_u32;
-  m.index_enc = want;
+  if (want == index_encoding::raw_u32 || want == index_encoding::delta_varint)
+    m.index_enc = *to_wire(want);
+  else
+    m.index_enc = delta_varint_bytes(m.indices) <= 4 * m.indices.size() ? wire_indices::delta_varint
+                                                                        : wire_indices::raw_u32;
   m.count = static_cast<std::uint32_t>(m.indices.size());
 }
 
@@ -115,7 +117,7 @@ void compress_dense(std::span<const T> v, const value_codec& codec, message& m,
                     const context& ctx) {
   m.dim = static_cast<std::uint32_t>(v.size());
   m.count = m.dim;
-  m.index_enc = index_encoding::dense;
+  m.index_enc = wire_indices::dense;
   m.indices.clear();
   encode_values<T>(codec, [v](std::size_t j) { return v[j]; }, m, ctx);
 }
