@@ -9,6 +9,7 @@
 #include "error_feedback.hpp"
 #include "compress/common.hpp"
 #include "compress/values.hpp"
+#include "compress/workspace.hpp"
 #include "compress/identity.hpp"
 #include "compress/top_k.hpp"
 #include "compress/random_k.hpp"

@@ -1,6 +1,7 @@
 // sparsepush/compress/common.hpp: what every compressor shares: the compressor concept
-// (compress(span<const T> v, message& q, const context&)), k given as a count or a fraction of d,
-// input validation (finite values, sizes that fit the wire format) and index-section finishing.
+// (compress(span<const T> v, message& q, const context&)), the call that passes a caller-owned
+// workspace when the compressor takes one, k given as a count or a fraction of d, input
+// validation (finite values, sizes that fit the wire format) and index-section finishing.
 #pragma once
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "../message.hpp"
 #include "../tensor.hpp"
 #include "values.hpp"
+#include "workspace.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -29,6 +31,17 @@ concept compressor_for = tensor_element<T> && requires(const C& c, std::span<con
 /// A compressor usable on both float and double tensors.
 template <class C>
 concept compressor = compressor_for<C, float> && compressor_for<C, double>;
+
+/// q = C(v) with the caller's scratch: c.compress(v, q, ctx, ws) where C offers it, else
+/// c.compress(v, q, ctx).
+template <tensor_element T, class C>
+void compress_with(const C& c, std::span<const T> v, message& q, const context& ctx,
+                   compress_workspace<T>& ws) {
+  static_assert(compressor_for<C, T>, "sparsepush: C is not a compressor for this element type "
+                                      "(it needs compress(std::span<const T>, message&, const context&))");
+  if constexpr (requires { c.compress(v, q, ctx, ws); }) c.compress(v, q, ctx, ws);
+  else c.compress(v, q, ctx);
+}
 
 /// How many values a sparsifier keeps: an absolute count, or a fraction of d in (0, 1]
 /// (rounded to nearest, at least 1).

@@ -14,12 +14,20 @@ struct qsgd {
 
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    const value_codec codec{value_encoding::qsgd, levels};
-    codec.validate();
+    codec().validate();
     detail::check_dim(v.size(), ctx);
     detail::check_finite(v, ctx);
-    detail::compress_dense(v, codec, out, ctx);
+    detail::compress_dense(v, codec(), out, ctx);
   }
+
+  /// Needs no scratch; the overload exists so that every built-in takes a workspace.
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>&) const {
+    compress(v, out, ctx);
+  }
+
+ private:
+  value_codec codec() const noexcept { return {value_encoding::qsgd, levels}; }
 };
 
 }  // namespace v0
