@@ -1,5 +1,8 @@
 // Tests of the compressors (compress/*.hpp) against naive references and statistical bounds.
 #include <catch2/catch.hpp>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #include <algorithm>
 #include <limits>
 #include <sparsepush/sparsepush.hpp>
@@ -484,7 +487,7 @@ struct keep_first {
 static_assert(compressor<keep_first>);
 }  // namespace
 
-TEST_CASE("compress_with accepts compressors without the workspace overload",
+TEST_CASE("compress_with and validate_compressor accept compressors without the new members",
           "[compress]") {
   const std::vector<float> v{3, 1, 2};
   compress_workspace<float> ws;
@@ -492,8 +495,124 @@ TEST_CASE("compress_with accepts compressors without the workspace overload",
   compress_with<float>(keep_first{}, v, m, {}, ws);
   REQUIRE(m.dim == 1);
   REQUIRE(ws.capacity_bytes() == 0);
+  validate_compressor<float>(keep_first{}, 0, {});  // nothing to check
   std::vector<float> e(3, 0.0f);
   compress_with_feedback<float>(identity{}, v, e, m, {}, ws);
   REQUIRE(test::dense<float>(m) == v);
 }
 
+namespace {
+/// What a call throws: the exception's dynamic type and message, or empty when it returns.
+template <class F>
+std::pair<std::string, std::string> thrown(F&& f) {
+  try {
+    f();
+  } catch (const non_finite_error& e) {
+    return {"non_finite_error", e.what()};
+  } catch (const config_error& e) {
+    return {"config_error", e.what()};
+  } catch (const size_error& e) {
+    return {"size_error", e.what()};
+  } catch (const error& e) {
+    return {"error", e.what()};
+  }
+  return {};
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("validate throws exactly what compress throws for a bad configuration", "[compress]",
+                   float, double) {
+  using T = TestType;
+  const context ctx{0, 4, 9};
+  const auto bad_values = static_cast<value_encoding>(9);
+  const auto bad_indices = static_cast<index_encoding>(7);
+  struct error_case {
+    any_compressor c;
+    std::size_t d;
+    const char* kind;
+  };
+  const std::vector<error_case> cases = {
+      {top_k{k_spec::count(11)}, 10, "config_error"},
+      {random_k{k_spec::count(11)}, 10, "config_error"},
+      {threshold_k{k_spec::count(11)}, 10, "config_error"},
+      {identity{}, 0, "size_error"},
+      {top_k{}, 0, "size_error"},
+      {random_k{}, 0, "size_error"},
+      {threshold_k{}, 0, "size_error"},
+      {qsgd{4}, 0, "size_error"},
+      {scaled_sign{}, 0, "size_error"},
+      {qsgd{0}, 10, "config_error"},
+      {qsgd{40000}, 10, "config_error"},
+      {identity{{value_encoding::qsgd, 0}}, 10, "config_error"},
+      {top_k{k_spec::count(2), {value_encoding::qsgd, 0}}, 10, "config_error"},
+      {random_k{k_spec::count(2), false, {value_encoding::qsgd, 40000}}, 10, "config_error"},
+      {threshold_k{k_spec::count(2), 256, {value_encoding::qsgd, 0}}, 10, "config_error"},
+      {threshold_k{k_spec::count(2), 0}, 10, "config_error"},
+      {identity{{bad_values, 0}}, 10, "config_error"},
+      {top_k{k_spec::count(2), {bad_values, 0}}, 10, "config_error"},
+      {top_k{k_spec::count(2), {}, bad_indices}, 10, "config_error"},
+      {random_k{k_spec::count(2), false, {}, bad_indices}, 10, "config_error"},
+      {threshold_k{k_spec::count(2), 256, {}, bad_indices}, 10, "config_error"},
+      {top_k{k_spec::count(5), {}, index_encoding::automatic, {0, 4}}, 10, "config_error"},      // k a count
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {2, 4}}, 10, "config_error"},  // first not 0
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 6, 4}}, 10, "config_error"},  // not ascending
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 4, 10}}, 10, "config_error"},  // not below d
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0}}, 0, "size_error"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const any_compressor& c = cases[i].c;
+    const std::size_t d = cases[i].d;
+    const std::string kind = cases[i].kind;
+    INFO("case " << i);
+    const std::vector<T> v(d, T(1));
+    message m, untouched;
+    const auto from_validate = thrown([&] { c.validate(d, ctx); });
+    const auto from_free = thrown([&] { validate_compressor<T>(c, d, ctx); });
+    const auto from_compress = thrown([&] { c.compress(std::span<const T>(v), m, ctx); });
+    compress_workspace<T> ws;
+    const auto from_workspace = thrown([&] { c.compress(std::span<const T>(v), m, ctx, ws); });
+    std::vector<T> e(d, T(0));
+    const auto from_feedback = thrown([&] { compress_with_feedback<T>(c, v, e, m, ctx, ws); });
+    REQUIRE(from_validate.first == kind);
+    REQUIRE(from_validate == from_compress);
+    REQUIRE(from_free == from_compress);
+    REQUIRE(from_workspace == from_compress);
+    REQUIRE(from_feedback == from_compress);
+    REQUIRE(same_bits(m, untouched));
+    // the variant's own alternative says the same
+    std::visit([&](const auto& alt) { REQUIRE(thrown([&] { alt.validate(d, ctx); }) == from_compress); }, c.get());
+  }
+  // valid configurations pass at the size they are meant for
+  for (const auto& c : workspace_compressors()) {
+    REQUIRE_NOTHROW(c.validate(301, ctx));
+    REQUIRE_NOTHROW(validate_compressor<T>(c, 301, ctx));
+  }
+  REQUIRE_NOTHROW(top_k{k_spec::count(10)}.validate(10, ctx));
+  REQUIRE_NOTHROW(qsgd{max_qsgd_levels}.validate(1, ctx));
+  REQUIRE_NOTHROW(identity{{value_encoding::qsgd, 1}}.validate(1, ctx));
+}
+
+TEST_CASE("validate rejects d >= 2^32 as compress does, before reading anything", "[compress]") {
+  const std::size_t d = std::size_t{1} << 32;
+  const context ctx{0, 1, 2};
+  for (const auto& c : workspace_compressors()) {
+    const auto from_validate = thrown([&] { c.validate(d, ctx); });
+    REQUIRE(from_validate.first == "size_error");
+    REQUIRE(from_validate.second.find("exceeds the 2^32-1 limit") != std::string::npos);
+    REQUIRE(from_validate.second.find("node 1, round 2") != std::string::npos);
+    REQUIRE_NOTHROW(c.validate(d - 1, ctx));
+  }
+#if defined(__linux__)
+  // compress on a span of 2^32 floats over address space that may not be read: it must throw
+  // the same error before touching the data (a read would crash the test)
+  void* p = ::mmap(nullptr, d * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) {
+    const std::span<const float> huge(static_cast<const float*>(p), d);
+    for (const auto& c : workspace_compressors()) {
+      message m;
+      REQUIRE(thrown([&] { c.compress(huge, m, ctx); }) == thrown([&] { c.validate(d, ctx); }));
+    }
+    ::munmap(p, d * sizeof(float));
+  }
+#endif
+}

@@ -1,7 +1,8 @@
 // sparsepush/compress/common.hpp: what every compressor shares: the compressor concept
-// (compress(span<const T> v, message& q, const context&)), the call that passes a caller-owned
-// workspace when the compressor takes one, k given as a count or a fraction of d, input
-// validation (finite values, sizes that fit the wire format) and index-section finishing.
+// (compress(span<const T> v, message& q, const context&)), the calls that pass a caller-owned
+// workspace or validate a configuration when the compressor offers it, k given as a count or a
+// fraction of d, input validation (finite values, sizes that fit the wire format) and
+// index-section finishing.
 #pragma once
 
 #include <cmath>
@@ -41,6 +42,13 @@ void compress_with(const C& c, std::span<const T> v, message& q, const context& 
                                       "(it needs compress(std::span<const T>, message&, const context&))");
   if constexpr (requires { c.compress(v, q, ctx, ws); }) c.compress(v, q, ctx, ws);
   else c.compress(v, q, ctx);
+}
+
+/// Throw what c.compress would throw for its configuration at dimension d (k > d, bad levels,
+/// d = 0 or d >= 2^32...), touching no message; nothing for a C without validate(d, ctx).
+template <tensor_element T, class C>
+void validate_compressor(const C& c, std::size_t d, const context& ctx) {
+  if constexpr (requires { c.validate(d, ctx); }) c.validate(d, ctx);
 }
 
 /// How many values a sparsifier keeps: an absolute count, or a fraction of d in (0, 1]
@@ -111,6 +119,12 @@ void check_finite(std::span<const T> v, const context& ctx, const char* what = "
   if (ok) return;
   for (std::size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i])) throw_non_finite(static_cast<double>(v[i]), i, ctx, what);
+}
+
+/// Reject an index setting that names no wire encoding and is not automatic.
+inline void check_index_setting(index_encoding e) {
+  if (e != index_encoding::automatic && !to_wire(e))
+    throw config_error("unknown index encoding " + std::to_string(static_cast<unsigned>(e)));
 }
 
 /// Choose the wire encoding of a sparse message's ascending indices: the setting, or for

@@ -32,6 +32,11 @@ class any_compressor {
     requires std::is_constructible_v<variant_type, C>
   any_compressor(C c) : impl_(std::move(c)) {}  // NOLINT: implicit by design
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const {
+    std::visit([&](const auto& c) { c.validate(d, ctx); }, impl_);
+  }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     std::visit([&](const auto& c) { c.compress(v, out, ctx); }, impl_);

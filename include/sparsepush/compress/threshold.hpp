@@ -25,6 +25,9 @@ struct threshold_k {
   value_codec values{};
   index_encoding indices = index_encoding::automatic;
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     compress_workspace<T> ws;
@@ -91,6 +94,7 @@ struct threshold_k {
  private:
   std::size_t checked_k(std::size_t d, const context& ctx) const {
     values.validate();
+    detail::check_index_setting(indices);
     if (sample_hits == 0) throw config_error("threshold sample_hits must be at least 1");
     detail::check_dim(d, ctx);
     return k.resolve(d, ctx);

@@ -166,6 +166,9 @@ struct top_k {
   /// segments travel in one message.
   std::vector<std::size_t> segments{};
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     compress_workspace<T> ws;
@@ -207,6 +210,7 @@ struct top_k {
   /// Check the configuration at dimension d; k of a global selection (0 for per-layer).
   std::size_t checked_k(std::size_t d, const context& ctx) const {
     values.validate();
+    detail::check_index_setting(indices);
     detail::check_dim(d, ctx);
     if (!segments.empty()) {
       if (!k.is_fraction())
