@@ -85,10 +85,31 @@ void partial_sort_top_k(std::span<const float> v, std::size_t k, std::vector<key
   finish_indices(buf, k, out);
 }
 
-/// Time c.compress on the cached input of size d (range 0).
+/// Time c.compress on the cached input of size d (range 0), with one workspace reused across
+/// iterations as a node reuses its own.
 template <class C>
 void run_compressor(benchmark::State& state, const C& c) {
   const std::span<const float> v = input(arg_d(state));
+  sp::message m;
+  sp::compress_workspace<float> ws;
+  for (auto _ : state) {
+    c.compress(v, m, bench_ctx, ws);
+    benchmark::DoNotOptimize(m.payload.data());
+  }
+  set_bytes(state, v.size());
+  set_wire_bytes(state, m);
+  state.counters["workspace_bytes"] = static_cast<double>(ws.capacity_bytes());
+}
+
+// --- top-k and its baselines ----------------------------------------------------------------
+
+void BM_TopK(benchmark::State& state) { run_compressor(state, make_top_k(arg_k(state))); }
+
+/// The three-argument call, which allocates a fresh workspace every time: what a caller that
+/// keeps no workspace pays over BM_TopK.
+void BM_TopKFreshWorkspace(benchmark::State& state) {
+  const std::span<const float> v = input(arg_d(state));
+  const auto c = make_top_k(arg_k(state));
   sp::message m;
   for (auto _ : state) {
     c.compress(v, m, bench_ctx);
@@ -97,12 +118,6 @@ void run_compressor(benchmark::State& state, const C& c) {
   set_bytes(state, v.size());
   set_wire_bytes(state, m);
 }
-
-// --- top-k and its baselines ----------------------------------------------------------------
-
-void BM_TopK(benchmark::State& state) { run_compressor(state, make_top_k(arg_k(state))); }
-
-
 
 void BM_TopKNthElement(benchmark::State& state) {
   const std::span<const float> v = input(arg_d(state));
@@ -170,8 +185,9 @@ void BM_ErrorFeedback(benchmark::State& state) {
   const auto c = make_top_k(arg_k(state));
   std::vector<float> e(x.size(), 0.0f);
   sp::message m;
+  sp::compress_workspace<float> ws;
   for (auto _ : state) {
-    sp::compress_with_feedback(c, x, std::span<float>(e), m, bench_ctx);
+    sp::compress_with_feedback<float>(c, x, std::span<float>(e), m, bench_ctx, ws);
     benchmark::DoNotOptimize(m.payload.data());
     benchmark::ClobberMemory();
   }
@@ -254,6 +270,7 @@ void d_k_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_TopK)->Apply(d_k_args)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TopKFreshWorkspace)->Apply(d_k_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TopKNthElement)->Apply(d_k_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TopKPartialSort)->Apply(d_k_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReadPass)->Apply(d_args)->Unit(benchmark::kMicrosecond);

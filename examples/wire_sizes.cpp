@@ -27,9 +27,10 @@ int main(int argc, char** argv) {
                          "qsgd:4",            "sign",               "top-k:0.01+sign"};
   std::printf("| compressor | values | index bytes | wire bytes | ratio vs fp32 |\n");
   std::printf("|---|---|---|---|---|\n");
+  sp::compress_workspace<float> scratch;  // one for every call, as a node keeps its own
   for (const char* spec : specs) {
     sp::message q;
-    sp::parse_compressor(spec).compress(std::span<const float>(v), q, {});
+    sp::parse_compressor(spec).compress(std::span<const float>(v), q, {}, scratch);
     const std::size_t wire = sp::encode(q).size();
     std::printf("| `%s` | %u %s | %zu %s | %zu | %.1f |\n", spec, q.count, sp::to_string(q.value_enc),
                 q.index_bytes(), sp::to_string(q.index_enc), wire,

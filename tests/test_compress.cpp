@@ -1,5 +1,9 @@
 // Tests of the compressors (compress/*.hpp) against naive references and statistical bounds.
 #include <catch2/catch.hpp>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+#include <algorithm>
 #include <limits>
 #include <sparsepush/sparsepush.hpp>
 #include <string>
@@ -377,4 +381,238 @@ TEST_CASE("per-layer top-K keeps the fraction of every segment", "[compress]") {
                       Catch::Contains("needs k as a fraction"));
   REQUIRE_THROWS_WITH((top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 10, 5}}.compress(std::span<const double>(v), m, {})),
                       Catch::Contains("not ascending"));
+}
+
+namespace {
+/// Every built-in compressor, sparsifiers in several value and index encodings.
+std::vector<any_compressor> workspace_compressors() {
+  std::vector<any_compressor> out = {identity{}, qsgd{5}, scaled_sign{}};
+  for (const value_codec codec : {value_codec{}, value_codec{value_encoding::i8, 0}, value_codec{value_encoding::qsgd, 6}})
+    for (auto ie : {index_encoding::automatic, index_encoding::raw_u32}) {
+      out.emplace_back(top_k{k_spec::fraction(0.02), codec, ie});
+      out.emplace_back(top_k{k_spec::fraction(0.1), codec, ie, {0, 7, 300}});
+      out.emplace_back(random_k{k_spec::fraction(0.03), true, codec, ie});
+      out.emplace_back(random_k{k_spec::fraction(0.5), false, codec, ie});
+      out.emplace_back(threshold_k{k_spec::fraction(0.05), 64, codec, ie});
+    }
+  return out;
+}
+
+bool same_bits(const message& a, const message& b) { return encode(a) == encode(b); }
+}  // namespace
+
+TEMPLATE_TEST_CASE("a reused workspace gives the messages of a fresh one", "[compress]", float, double) {
+  using T = TestType;
+  const auto all = workspace_compressors();
+  compress_workspace<T> shared, other;
+  // sizes on both sides of the top-K histogram and threshold sampling paths, in mixed order so
+  // that every buffer is reused at a different size
+  for (std::size_t d : {20000u, 500u, 120000u, 301u, 9000u}) {
+    const auto v = test::gaussian<T>(d, static_cast<unsigned>(d));
+    for (std::uint32_t round = 0; round < 2; ++round) {
+      for (std::size_t c = 0; c < all.size(); ++c) {
+        INFO("d " << d << " compressor " << c);
+        const context ctx{7, 3, round};
+        message fresh, reused, again, elsewhere, through;
+        all[c].compress(std::span<const T>(v), fresh, ctx);
+        all[c].compress(std::span<const T>(v), reused, ctx, shared);
+        all[c].compress(std::span<const T>(v), again, ctx, shared);
+        all[c].compress(std::span<const T>(v), elsewhere, ctx, other);
+        std::visit([&](const auto& comp) { compress_with<T>(comp, std::span<const T>(v), through, ctx, shared); },
+                   all[c].get());
+        REQUIRE(same_bits(fresh, reused));
+        REQUIRE(same_bits(fresh, again));
+        REQUIRE(same_bits(fresh, elsewhere));
+        REQUIRE(same_bits(fresh, through));
+        REQUIRE(std::all_of(shared.taken.begin(), shared.taken.end(), [](std::uint64_t w) { return w == 0; }));
+      }
+    }
+  }
+}
+
+TEST_CASE("workspace capacity grows with use and is reported in bytes", "[compress]") {
+  compress_workspace<float> ws;
+  REQUIRE(ws.capacity_bytes() == 0);
+  const auto v = test::gaussian<float>(100000, 1);
+  message m;
+  top_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
+  const std::size_t after_top_k = ws.capacity_bytes();
+  // histogram path at d = 1e5: 2 x 2^12 bins of u32 at least
+  REQUIRE(ws.hist.capacity() >= 2 * (std::size_t{1} << detail::top_k_hist_bits_for(100000)));
+  REQUIRE(after_top_k == ws.hist.capacity() * 4 + ws.cand.capacity() * sizeof(ws.cand[0]) + ws.chosen.capacity() * 4);
+  random_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
+  REQUIRE(ws.taken.capacity() >= 100000 / 64);
+  REQUIRE(ws.capacity_bytes() == after_top_k + ws.taken.capacity() * 8);
+  // the generic error-feedback path keeps v = x + e in the workspace
+  std::vector<float> e(100000, 0.0f);
+  compress_with_feedback<float>(qsgd{4}, v, e, m, {}, ws);
+  REQUIRE(ws.v.capacity() >= 100000);
+  REQUIRE(ws.capacity_bytes() >= after_top_k + 100000 * sizeof(float));
+  // reuse at the same size allocates nothing more
+  const std::size_t settled = ws.capacity_bytes();
+  top_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
+  compress_with_feedback<float>(qsgd{4}, v, e, m, {}, ws);
+  REQUIRE(ws.capacity_bytes() == settled);
+}
+
+TEST_CASE("random-K with one workspace across sizes: correct sets, bitmap left clear", "[compress]") {
+  compress_workspace<double> ws;
+  for (std::size_t d : {100000u, 64u, 1u, 5000u, 63u, 100001u, 129u}) {
+    const auto v = test::gaussian<double>(d, static_cast<unsigned>(d));
+    for (std::size_t k : {std::size_t{1}, d / 100 + 1, d / 3 + 1, d}) {
+      k = std::min(k, d);
+      const random_k c{k_spec::count(k)};
+      message fresh, shared;
+      c.compress(std::span<const double>(v), fresh, {4, 0, static_cast<std::uint32_t>(k)});
+      c.compress(std::span<const double>(v), shared, {4, 0, static_cast<std::uint32_t>(k)}, ws);
+      INFO("d " << d << " k " << k);
+      REQUIRE(same_bits(fresh, shared));
+      REQUIRE(shared.count == k);
+      REQUIRE(std::adjacent_find(shared.indices.begin(), shared.indices.end(), std::greater_equal<>()) ==
+              shared.indices.end());
+      REQUIRE(shared.indices.back() < d);
+      REQUIRE(std::all_of(ws.taken.begin(), ws.taken.end(), [](std::uint64_t w) { return w == 0; }));
+    }
+  }
+}
+
+namespace {
+/// A user compressor with the three-argument compress only (the compressor_for concept).
+struct keep_first {
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx) const {
+    identity{}.compress(v.first(1), out, ctx);
+  }
+};
+static_assert(compressor<keep_first>);
+}  // namespace
+
+TEST_CASE("compress_with and validate_compressor accept compressors without the new members",
+          "[compress]") {
+  const std::vector<float> v{3, 1, 2};
+  compress_workspace<float> ws;
+  message m;
+  compress_with<float>(keep_first{}, v, m, {}, ws);
+  REQUIRE(m.dim == 1);
+  REQUIRE(ws.capacity_bytes() == 0);
+  validate_compressor<float>(keep_first{}, 0, {});  // nothing to check
+  std::vector<float> e(3, 0.0f);
+  compress_with_feedback<float>(identity{}, v, e, m, {}, ws);
+  REQUIRE(test::dense<float>(m) == v);
+}
+
+namespace {
+/// What a call throws: the exception's dynamic type and message, or empty when it returns.
+template <class F>
+std::pair<std::string, std::string> thrown(F&& f) {
+  try {
+    f();
+  } catch (const non_finite_error& e) {
+    return {"non_finite_error", e.what()};
+  } catch (const config_error& e) {
+    return {"config_error", e.what()};
+  } catch (const size_error& e) {
+    return {"size_error", e.what()};
+  } catch (const error& e) {
+    return {"error", e.what()};
+  }
+  return {};
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("validate throws exactly what compress throws for a bad configuration", "[compress]",
+                   float, double) {
+  using T = TestType;
+  const context ctx{0, 4, 9};
+  const auto bad_values = static_cast<value_encoding>(9);
+  const auto bad_indices = static_cast<index_encoding>(7);
+  struct error_case {
+    any_compressor c;
+    std::size_t d;
+    const char* kind;
+  };
+  const std::vector<error_case> cases = {
+      {top_k{k_spec::count(11)}, 10, "config_error"},
+      {random_k{k_spec::count(11)}, 10, "config_error"},
+      {threshold_k{k_spec::count(11)}, 10, "config_error"},
+      {identity{}, 0, "size_error"},
+      {top_k{}, 0, "size_error"},
+      {random_k{}, 0, "size_error"},
+      {threshold_k{}, 0, "size_error"},
+      {qsgd{4}, 0, "size_error"},
+      {scaled_sign{}, 0, "size_error"},
+      {qsgd{0}, 10, "config_error"},
+      {qsgd{40000}, 10, "config_error"},
+      {identity{{value_encoding::qsgd, 0}}, 10, "config_error"},
+      {top_k{k_spec::count(2), {value_encoding::qsgd, 0}}, 10, "config_error"},
+      {random_k{k_spec::count(2), false, {value_encoding::qsgd, 40000}}, 10, "config_error"},
+      {threshold_k{k_spec::count(2), 256, {value_encoding::qsgd, 0}}, 10, "config_error"},
+      {threshold_k{k_spec::count(2), 0}, 10, "config_error"},
+      {identity{{bad_values, 0}}, 10, "config_error"},
+      {top_k{k_spec::count(2), {bad_values, 0}}, 10, "config_error"},
+      {top_k{k_spec::count(2), {}, bad_indices}, 10, "config_error"},
+      {random_k{k_spec::count(2), false, {}, bad_indices}, 10, "config_error"},
+      {threshold_k{k_spec::count(2), 256, {}, bad_indices}, 10, "config_error"},
+      {top_k{k_spec::count(5), {}, index_encoding::automatic, {0, 4}}, 10, "config_error"},      // k a count
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {2, 4}}, 10, "config_error"},  // first not 0
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 6, 4}}, 10, "config_error"},  // not ascending
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 4, 10}}, 10, "config_error"},  // not below d
+      {top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0}}, 0, "size_error"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const any_compressor& c = cases[i].c;
+    const std::size_t d = cases[i].d;
+    const std::string kind = cases[i].kind;
+    INFO("case " << i);
+    const std::vector<T> v(d, T(1));
+    message m, untouched;
+    const auto from_validate = thrown([&] { c.validate(d, ctx); });
+    const auto from_free = thrown([&] { validate_compressor<T>(c, d, ctx); });
+    const auto from_compress = thrown([&] { c.compress(std::span<const T>(v), m, ctx); });
+    compress_workspace<T> ws;
+    const auto from_workspace = thrown([&] { c.compress(std::span<const T>(v), m, ctx, ws); });
+    std::vector<T> e(d, T(0));
+    const auto from_feedback = thrown([&] { compress_with_feedback<T>(c, v, e, m, ctx, ws); });
+    REQUIRE(from_validate.first == kind);
+    REQUIRE(from_validate == from_compress);
+    REQUIRE(from_free == from_compress);
+    REQUIRE(from_workspace == from_compress);
+    REQUIRE(from_feedback == from_compress);
+    REQUIRE(same_bits(m, untouched));
+    // the variant's own alternative says the same
+    std::visit([&](const auto& alt) { REQUIRE(thrown([&] { alt.validate(d, ctx); }) == from_compress); }, c.get());
+  }
+  // valid configurations pass at the size they are meant for
+  for (const auto& c : workspace_compressors()) {
+    REQUIRE_NOTHROW(c.validate(301, ctx));
+    REQUIRE_NOTHROW(validate_compressor<T>(c, 301, ctx));
+  }
+  REQUIRE_NOTHROW(top_k{k_spec::count(10)}.validate(10, ctx));
+  REQUIRE_NOTHROW(qsgd{max_qsgd_levels}.validate(1, ctx));
+  REQUIRE_NOTHROW(identity{{value_encoding::qsgd, 1}}.validate(1, ctx));
+}
+
+TEST_CASE("validate rejects d >= 2^32 as compress does, before reading anything", "[compress]") {
+  const std::size_t d = std::size_t{1} << 32;
+  const context ctx{0, 1, 2};
+  for (const auto& c : workspace_compressors()) {
+    const auto from_validate = thrown([&] { c.validate(d, ctx); });
+    REQUIRE(from_validate.first == "size_error");
+    REQUIRE(from_validate.second.find("exceeds the 2^32-1 limit") != std::string::npos);
+    REQUIRE(from_validate.second.find("node 1, round 2") != std::string::npos);
+    REQUIRE_NOTHROW(c.validate(d - 1, ctx));
+  }
+#if defined(__linux__)
+  // compress on a span of 2^32 floats over address space that may not be read: it must throw
+  // the same error before touching the data (a read would crash the test)
+  void* p = ::mmap(nullptr, d * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) {
+    const std::span<const float> huge(static_cast<const float*>(p), d);
+    for (const auto& c : workspace_compressors()) {
+      message m;
+      REQUIRE(thrown([&] { c.compress(huge, m, ctx); }) == thrown([&] { c.validate(d, ctx); }));
+    }
+    ::munmap(p, d * sizeof(float));
+  }
+#endif
 }

@@ -127,3 +127,52 @@ TEMPLATE_TEST_CASE("bad input leaves the residual and the message untouched", "[
     REQUIRE(e == std::vector<T>(d, T(1)));
   }
 }
+
+TEMPLATE_TEST_CASE("error feedback with a workspace equals the allocating call, and keeps the strong guarantee",
+                   "[compress]", float, double) {
+  using T = TestType;
+  const std::vector<any_compressor> all = {identity{{value_encoding::bf16, 0}}, top_k{k_spec::fraction(0.01)},
+                                           top_k{k_spec::fraction(0.05), {}, index_encoding::automatic, {0, 100}},
+                                           random_k{k_spec::fraction(0.02), true}, threshold_k{k_spec::fraction(0.01)},
+                                           qsgd{8}, scaled_sign{}};
+  compress_workspace<T> ws;
+  for (std::size_t d : {300u, 30000u}) {
+    for (const auto& c : all) {
+      std::vector<T> e1(d, T(0)), e2(d, T(0)), e3(d, T(0));
+      for (std::uint32_t round = 0; round < 4; ++round) {
+        const auto x = test::gaussian<T>(d, 100 + round);
+        message q1, q2, q3;
+        compress_with_feedback(c, x, e1, q1, {3, 0, round});      // its own scratch
+        compress_with_feedback(c, x, e2, q2, {3, 0, round}, ws);  // tensors, shared scratch
+        compress_with_feedback<T>(c, std::span<const T>(x), std::span<T>(e3), q3, {3, 0, round}, ws);
+        REQUIRE(encode(q1) == encode(q2));
+        REQUIRE(encode(q1) == encode(q3));
+        REQUIRE(e1 == e2);
+        REQUIRE(e1 == e3);
+      }
+      // a throw leaves e and q as they were
+      auto x = test::gaussian<T>(d, 9);
+      x[d / 3] = std::numeric_limits<T>::infinity();
+      const auto e_before = e2;
+      message q;
+      compress_with_feedback(c, test::gaussian<T>(d, 8), e2, q, {3, 0, 9}, ws);
+      const auto e_mid = e2;
+      const auto q_before = encode(q);
+      REQUIRE_THROWS_AS(compress_with_feedback(c, x, e2, q, {3, 0, 10}, ws), non_finite_error);
+      REQUIRE(e2 == e_mid);
+      REQUIRE(encode(q) == q_before);
+      REQUIRE(std::all_of(ws.taken.begin(), ws.taken.end(), [](std::uint64_t w) { return w == 0; }));
+    }
+  }
+  // the error_feedback accumulator with a workspace: same messages and residual as without
+  const auto x = test::gaussian<T>(50, 1);
+  error_feedback<T> c1(50), c2(50);
+  for (std::uint32_t r = 0; r < 10; ++r) {
+    message q1, q2;
+    c1.step(qsgd{3}, x, q1, {0, 0, r});
+    c2.step(qsgd{3}, x, q2, {0, 0, r}, ws);
+    REQUIRE(encode(q1) == encode(q2));
+  }
+  REQUIRE(std::equal(c1.residual().begin(), c1.residual().end(), c2.residual().begin(), c2.residual().end()));
+  REQUIRE(c2.state_bytes() == 50 * sizeof(T));  // the scratch is the caller's, counted there
+}

@@ -1,5 +1,8 @@
-// Tests of sparsepush/message.hpp: exact wire sizes, round trips of every compressor x encoding,
-// and a decoder that rejects truncated, oversized, corrupted and inconsistent buffers.
+// Tests of sparsepush/message.hpp and its wire codec (wire.hpp): exact wire sizes, round trips of
+// every compressor x encoding, bytes against a hand-written layout, and a decoder that rejects
+// truncated, oversized, corrupted and inconsistent buffers.
+#include <zlib.h>
+
 #include <catch2/catch.hpp>
 #include <sparsepush/sparsepush.hpp>
 
@@ -209,4 +212,150 @@ TEST_CASE("decompress checks the output size", "[message]") {
   identity{}.compress(std::span<const double>(v), m, {});
   std::vector<double> out(4);
   REQUIRE_THROWS_WITH(decompress(m, out), Catch::Contains("dim 3") && Catch::Contains("4 elements"));
+}
+
+namespace {
+/// Little-endian bytes written by hand, independent of the codec under test.
+struct le_bytes {
+  std::vector<std::byte> b;
+  le_bytes& u8(unsigned v) {
+    b.push_back(std::byte(v & 0xFF));
+    return *this;
+  }
+  le_bytes& u16(unsigned v) { return u8(v).u8(v >> 8); }
+  le_bytes& u32(std::uint32_t v) { return u16(v & 0xFFFF).u16(v >> 16); }
+  le_bytes& u64(std::uint64_t v) { return u32(static_cast<std::uint32_t>(v)).u32(static_cast<std::uint32_t>(v >> 32)); }
+  le_bytes& f32(float v) {
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u32(u);
+  }
+  le_bytes& append(const std::vector<std::byte>& more) {
+    b.insert(b.end(), more.begin(), more.end());
+    return *this;
+  }
+};
+
+/// Header (magic, version, encodings, levels, dim, count, index bytes, scale) + body, sealed with
+/// zlib's CRC-32 of every byte but the checksum field.
+std::vector<std::byte> hand_message(unsigned index_enc, unsigned value_enc, unsigned levels, std::uint32_t dim,
+                                    std::uint32_t count, const std::vector<std::byte>& index_section,
+                                    float scale, const std::vector<std::byte>& values) {
+  le_bytes h;
+  h.u8('S').u8('P').u8('S').u8('H').u8(1).u8(index_enc).u8(value_enc).u8(0).u16(levels).u16(0);
+  h.u32(dim).u32(count).u32(static_cast<std::uint32_t>(index_section.size())).f32(scale);
+  le_bytes body;
+  body.append(index_section).append(values);
+  auto* p = reinterpret_cast<const Bytef*>(h.b.data());
+  uLong crc = ::crc32(0L, p, 28);
+  crc = ::crc32(crc, reinterpret_cast<const Bytef*>(body.b.data()), static_cast<uInt>(body.b.size()));
+  h.u32(static_cast<std::uint32_t>(crc));
+  return h.append(body.b).b;
+}
+}  // namespace
+
+TEST_CASE("every value x index encoding encodes to the hand-written wire layout", "[message]") {
+  // Three values chosen so that every encoding is exact or has one obvious rounding:
+  // ||(2, -6, 9)||_2 = 11, so QSGD with 11 levels has integer levels (no randomness is used).
+  const std::vector<float> vals{2.0f, -6.0f, 9.0f};
+  const std::uint32_t d = 300;
+  const std::vector<std::uint32_t> at{1, 130, 299};
+  std::vector<float> sparse_v(d, 0.0f);
+  for (std::size_t j = 0; j < 3; ++j) sparse_v[at[j]] = vals[j];
+
+  struct expected_values {
+    value_codec codec;
+    unsigned wire;
+    unsigned levels;
+    float scale;
+    std::vector<std::byte> bytes;
+    std::vector<float> q;  // dequantized
+  };
+  const float s8 = 9.0f / 127.0f;
+  const float s1 = static_cast<float>(17.0 / 3.0);
+  const std::vector<expected_values> cases = {
+      {{value_encoding::f64, 0}, 1, 0, 0.0f,
+       le_bytes{}.u64(0x4000000000000000ull).u64(0xC018000000000000ull).u64(0x4022000000000000ull).b, vals},
+      {{value_encoding::f32, 0}, 2, 0, 0.0f, le_bytes{}.u32(0x40000000u).u32(0xC0C00000u).u32(0x41100000u).b, vals},
+      {{value_encoding::native, 0}, 2, 0, 0.0f, le_bytes{}.u32(0x40000000u).u32(0xC0C00000u).u32(0x41100000u).b, vals},
+      {{value_encoding::f16, 0}, 3, 0, 0.0f, le_bytes{}.u16(0x4000).u16(0xC600).u16(0x4880).b, vals},
+      {{value_encoding::bf16, 0}, 4, 0, 0.0f, le_bytes{}.u16(0x4000).u16(0xC0C0).u16(0x4110).b, vals},
+      // codes round(v / s): 28.2 -> 28, -84.7 -> -85, 127
+      {{value_encoding::i8, 0}, 5, 0, s8, le_bytes{}.u8(28).u8(0xAB).u8(127).b, {28 * s8, -85 * s8, 127 * s8}},
+      // scale = mean |v| = 17/3; bit 1 (the negative value) set
+      {{value_encoding::sign, 0}, 6, 0, s1, le_bytes{}.u8(0x02).b, {s1, -s1, s1}},
+      // 5-bit codes level << 1 | sign: 4, 13, 18, packed LSB first: 0x49A4
+      {{value_encoding::qsgd, 11}, 7, 11, 11.0f, le_bytes{}.u16(0x49A4).b, vals},
+  };
+  const auto raw = le_bytes{}.u32(1).u32(130).u32(299).b;
+  const auto varint = le_bytes{}.u8(0x01).u8(0x80).u8(0x01).u8(0xA8).u8(0x01).b;  // 1, gaps 128 and 168
+
+  for (const auto& c : cases) {
+    INFO("value encoding " << to_string(c.codec.encoding));
+    struct shape {
+      any_compressor comp;
+      std::span<const float> input;
+      unsigned index_wire;
+      std::uint32_t dim;
+      std::vector<std::byte> index_section;
+    };
+    const std::vector<shape> shapes = {
+        {identity{c.codec}, vals, 0, 3, {}},
+        {top_k{k_spec::count(3), c.codec, index_encoding::raw_u32}, sparse_v, 1, d, raw},
+        {top_k{k_spec::count(3), c.codec, index_encoding::delta_varint}, sparse_v, 2, d, varint},
+        {top_k{k_spec::count(3), c.codec, index_encoding::automatic}, sparse_v, 2, d, varint},  // 5 < 12 bytes
+    };
+    for (const auto& sh : shapes) {
+      INFO("index encoding " << sh.index_wire);
+      const auto want = hand_message(sh.index_wire, c.wire, c.levels, sh.dim, 3, sh.index_section, c.scale, c.bytes);
+      message m;
+      sh.comp.compress(sh.input, m, {1, 2, 3});
+      REQUIRE(encode(m) == want);
+      REQUIRE(m.wire_bytes() == want.size());
+      const message back = decode(want);
+      REQUIRE(static_cast<unsigned>(back.index_enc) == sh.index_wire);
+      REQUIRE(static_cast<unsigned>(back.value_enc) == c.wire);
+      REQUIRE(back.count == 3);
+      REQUIRE(back.dim == sh.dim);
+      for (std::size_t j = 0; j < 3; ++j) {
+        REQUIRE(back.index_of(j) == (sh.index_wire == 0 ? j : at[j]));
+        REQUIRE(back.value_at<float>(j) == c.q[j]);
+      }
+      REQUIRE(encode(back) == want);
+    }
+  }
+}
+
+TEST_CASE("wire enums hold what travels; settings compare equal to what they name", "[message]") {
+  STATIC_REQUIRE(static_cast<unsigned>(wire_values::f64) == 1);
+  STATIC_REQUIRE(static_cast<unsigned>(wire_values::qsgd) == 7);
+  STATIC_REQUIRE(static_cast<unsigned>(wire_indices::delta_varint) == 2);
+  STATIC_REQUIRE(wire_values::f32 == value_encoding::f32);
+  STATIC_REQUIRE(value_encoding::i8 == wire_values::i8);
+  STATIC_REQUIRE(wire_values::f32 != value_encoding::f64);
+  STATIC_REQUIRE(wire_indices::raw_u32 == index_encoding::raw_u32);
+  STATIC_REQUIRE(index_encoding::dense == wire_indices::dense);
+  const wire_values all_values[] = {wire_values::f64, wire_values::f32, wire_values::f16, wire_values::bf16,
+                                    wire_values::i8,  wire_values::sign, wire_values::qsgd};
+  for (const auto w : all_values) {
+    REQUIRE(w != value_encoding::native);  // native is a setting, never on the wire
+    REQUIRE(to_wire(to_setting(w)) == w);
+    REQUIRE(std::string(to_string(w)) == to_string(to_setting(w)));
+  }
+  for (const auto w : {wire_indices::dense, wire_indices::raw_u32, wire_indices::delta_varint}) {
+    REQUIRE(w != index_encoding::automatic);
+    REQUIRE(to_wire(to_setting(w)) == w);
+    REQUIRE(std::string(to_string(w)) == to_string(to_setting(w)));
+  }
+  REQUIRE_FALSE(to_wire(value_encoding::native).has_value());
+  REQUIRE_FALSE(to_wire(index_encoding::automatic).has_value());
+  REQUIRE(std::string(to_string(wire_values::f16)) == "fp16");
+  REQUIRE(std::string(to_string(wire_indices::delta_varint)) == "varint");
+  REQUIRE(std::string(to_string(value_encoding::native)) == "native");
+  REQUIRE(std::string(to_string(index_encoding::automatic)) == "auto");
+  REQUIRE(payload_bytes(wire_values::qsgd, 11, 3) == 2);
+  REQUIRE(payload_bytes(value_encoding::native, 0, 3) == 12);
+  REQUIRE(value_codec{}.wire_encoding<double>() == wire_values::f64);
+  REQUIRE(value_codec{}.wire_encoding<float>() == wire_values::f32);
+  REQUIRE(value_codec{value_encoding::bf16, 0}.wire_encoding<double>() == wire_values::bf16);
 }

@@ -1,7 +1,7 @@
 // sparsepush/error_feedback.hpp: error-compensated compression (as DeepSqueeze / EF-SGD):
 //   v = x + e;   q = C(v);   e <- v - q.
 // Compressors with a fused path (top-K) do it in two streaming passes without materialising v;
-// the others compute v into per-thread scratch, compress it, then write e. Either way a throw
+// the others compute v into the caller's workspace, compress it, then write e. Either way a throw
 // (bad size, NaN/Inf, bad k) leaves e and the message as they were.
 #pragma once
 
@@ -14,24 +14,39 @@
 namespace sparsepush {
 inline namespace v0 {
 
-/// Error-compensated compression over spans: v = x + e; q = C(v); e = v - q.
-template <tensor_element T, compressor_for<T> C>
+/// Error-compensated compression over spans with the caller's scratch: v = x + e; q = C(v);
+/// e = v - q. Uses c.compress_feedback(x, e, q, ctx, ws) where C offers it, then
+/// c.compress_feedback(x, e, q, ctx), else v = x + e in ws.v and compress_with.
+template <tensor_element T, class C>
 void compress_with_feedback(const C& c, std::span<const T> x, std::span<T> e, message& q,
-                            const context& ctx) {
+                            const context& ctx, compress_workspace<T>& ws) {
+  static_assert(compressor_for<C, T>, "sparsepush: C is not a compressor for this element type "
+                                      "(it needs compress(std::span<const T>, message&, const context&))");
   if (x.size() != e.size())
     throw size_error("error feedback: x has " + std::to_string(x.size()) +
                      " elements but the residual e has " + std::to_string(e.size()) + " at " +
                      ctx.where());
-  if constexpr (requires { c.compress_feedback(x, e, q, ctx); }) {
+  if constexpr (requires { c.compress_feedback(x, e, q, ctx, ws); }) {
+    c.compress_feedback(x, e, q, ctx, ws);
+  } else if constexpr (requires { c.compress_feedback(x, e, q, ctx); }) {
     c.compress_feedback(x, e, q, ctx);
   } else {
-    thread_local std::vector<T> v;
+    auto& v = ws.v;
     v.resize(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) v[i] = x[i] + e[i];
-    c.compress(std::span<const T>(v), q, ctx);  // validates v; throws before e is written
+    compress_with<T>(c, std::span<const T>(v), q, ctx, ws);  // validates v; throws before e is written
     std::copy(v.begin(), v.end(), e.begin());
     for_each_value<T>(q, [e](std::uint32_t i, T qi) { e[i] -= qi; });
   }
+}
+
+/// Error-compensated compression over spans: v = x + e; q = C(v); e = v - q, with scratch of its
+/// own (allocated per call; pass a workspace to reuse it).
+template <tensor_element T, compressor_for<T> C>
+void compress_with_feedback(const C& c, std::span<const T> x, std::span<T> e, message& q,
+                            const context& ctx) {
+  compress_workspace<T> ws;
+  compress_with_feedback<T>(c, x, e, q, ctx, ws);
 }
 
 /// Error-compensated compression over any tensors: x read, e updated in place.
@@ -46,6 +61,17 @@ void compress_with_feedback(const C& c, const X& x, E& e, message& q, const cont
   compress_with_feedback<T>(c, as_const_span(x), as_span(e), q, ctx);
 }
 
+/// The same with the caller's scratch.
+template <class X, class E, class C>
+  requires flat_tensor<X> && mutable_flat_tensor<E&>
+void compress_with_feedback(const C& c, const X& x, E& e, message& q, const context& ctx,
+                            compress_workspace<tensor_value_t<X>>& ws) {
+  using T = tensor_value_t<X>;
+  static_assert(std::is_same_v<T, tensor_value_t<E>>,
+                "sparsepush: x and the residual e must have the same element type");
+  compress_with_feedback<T>(c, as_const_span(x), as_span(e), q, ctx, ws);
+}
+
 /// One node's residual e (starts at zero) and the step v = x + e; q = C(v); e = v - q.
 template <tensor_element T>
 class error_feedback {
@@ -57,6 +83,13 @@ class error_feedback {
     requires flat_tensor<X>
   void step(const C& c, const X& x, message& q, const context& ctx) {
     compress_with_feedback<T>(c, as_const_span(x), std::span<T>(residual_), q, ctx);
+  }
+
+  /// The same with the caller's scratch.
+  template <class C, class X>
+    requires flat_tensor<X>
+  void step(const C& c, const X& x, message& q, const context& ctx, compress_workspace<T>& ws) {
+    compress_with_feedback<T>(c, as_const_span(x), std::span<T>(residual_), q, ctx, ws);
   }
 
   std::span<const T> residual() const noexcept { return residual_; }

@@ -4,10 +4,12 @@
 
 #include "config.hpp"
 #include "tensor.hpp"
+#include "wire.hpp"
 #include "message.hpp"
 #include "error_feedback.hpp"
 #include "compress/common.hpp"
 #include "compress/values.hpp"
+#include "compress/workspace.hpp"
 #include "compress/identity.hpp"
 #include "compress/top_k.hpp"
 #include "compress/random_k.hpp"

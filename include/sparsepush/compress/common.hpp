@@ -1,6 +1,8 @@
 // sparsepush/compress/common.hpp: what every compressor shares: the compressor concept
-// (compress(span<const T> v, message& q, const context&)), k given as a count or a fraction of d,
-// input validation (finite values, sizes that fit the wire format) and index-section finishing.
+// (compress(span<const T> v, message& q, const context&)), the calls that pass a caller-owned
+// workspace or validate a configuration when the compressor offers it, k given as a count or a
+// fraction of d, input validation (finite values, sizes that fit the wire format) and
+// index-section finishing.
 #pragma once
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "../message.hpp"
 #include "../tensor.hpp"
 #include "values.hpp"
+#include "workspace.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -29,6 +32,24 @@ concept compressor_for = tensor_element<T> && requires(const C& c, std::span<con
 /// A compressor usable on both float and double tensors.
 template <class C>
 concept compressor = compressor_for<C, float> && compressor_for<C, double>;
+
+/// q = C(v) with the caller's scratch: c.compress(v, q, ctx, ws) where C offers it, else
+/// c.compress(v, q, ctx).
+template <tensor_element T, class C>
+void compress_with(const C& c, std::span<const T> v, message& q, const context& ctx,
+                   compress_workspace<T>& ws) {
+  static_assert(compressor_for<C, T>, "sparsepush: C is not a compressor for this element type "
+                                      "(it needs compress(std::span<const T>, message&, const context&))");
+  if constexpr (requires { c.compress(v, q, ctx, ws); }) c.compress(v, q, ctx, ws);
+  else c.compress(v, q, ctx);
+}
+
+/// Throw what c.compress would throw for its configuration at dimension d (k > d, bad levels,
+/// d = 0 or d >= 2^32...), touching no message; nothing for a C without validate(d, ctx).
+template <tensor_element T, class C>
+void validate_compressor(const C& c, std::size_t d, const context& ctx) {
+  if constexpr (requires { c.validate(d, ctx); }) c.validate(d, ctx);
+}
 
 /// How many values a sparsifier keeps: an absolute count, or a fraction of d in (0, 1]
 /// (rounded to nearest, at least 1).
@@ -100,12 +121,20 @@ void check_finite(std::span<const T> v, const context& ctx, const char* what = "
     if (!std::isfinite(v[i])) throw_non_finite(static_cast<double>(v[i]), i, ctx, what);
 }
 
-/// Choose the wire encoding of a sparse message's ascending indices.
+/// Reject an index setting that names no wire encoding and is not automatic.
+inline void check_index_setting(index_encoding e) {
+  if (e != index_encoding::automatic && !to_wire(e))
+    throw config_error("unknown index encoding " + std::to_string(static_cast<unsigned>(e)));
+}
+
+/// Choose the wire encoding of a sparse message's ascending indices: the setting, or for
+/// automatic (and dense, which a sparse message cannot use) the smaller section.
 inline void finish_indices(message& m, index_encoding want) {
-  if (want == index_encoding::automatic || want == index_encoding::dense)
-    want = delta_varint_bytes(m.indices) <= 4 * m.indices.size() ? index_encoding::delta_varint
-                                                                 : index_encoding::raw_u32;
-  m.index_enc = want;
+  if (want == index_encoding::raw_u32 || want == index_encoding::delta_varint)
+    m.index_enc = *to_wire(want);
+  else
+    m.index_enc = delta_varint_bytes(m.indices) <= 4 * m.indices.size() ? wire_indices::delta_varint
+                                                                        : wire_indices::raw_u32;
   m.count = static_cast<std::uint32_t>(m.indices.size());
 }
 
@@ -115,7 +144,7 @@ void compress_dense(std::span<const T> v, const value_codec& codec, message& m,
                     const context& ctx) {
   m.dim = static_cast<std::uint32_t>(v.size());
   m.count = m.dim;
-  m.index_enc = index_encoding::dense;
+  m.index_enc = wire_indices::dense;
   m.indices.clear();
   encode_values<T>(codec, [v](std::size_t j) { return v[j]; }, m, ctx);
 }

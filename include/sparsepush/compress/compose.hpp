@@ -32,15 +32,31 @@ class any_compressor {
     requires std::is_constructible_v<variant_type, C>
   any_compressor(C c) : impl_(std::move(c)) {}  // NOLINT: implicit by design
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const {
+    std::visit([&](const auto& c) { c.validate(d, ctx); }, impl_);
+  }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     std::visit([&](const auto& c) { c.compress(v, out, ctx); }, impl_);
   }
 
   template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
+    std::visit([&](const auto& c) { compress_with<T>(c, v, out, ctx, ws); }, impl_);
+  }
+
+  template <tensor_element T>
   void compress_feedback(std::span<const T> x, std::span<T> e, message& out,
                          const context& ctx) const {
     std::visit([&](const auto& c) { compress_with_feedback<T>(c, x, e, out, ctx); }, impl_);
+  }
+
+  template <tensor_element T>
+  void compress_feedback(std::span<const T> x, std::span<T> e, message& out, const context& ctx,
+                         compress_workspace<T>& ws) const {
+    std::visit([&](const auto& c) { compress_with_feedback<T>(c, x, e, out, ctx, ws); }, impl_);
   }
 
   const variant_type& get() const noexcept { return impl_; }

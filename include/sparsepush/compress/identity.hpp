@@ -12,12 +12,23 @@ inline namespace v0 {
 struct identity {
   value_codec values{};
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const {
+    values.validate();
+    detail::check_dim(d, ctx);
+  }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    values.validate();
-    detail::check_dim(v.size(), ctx);
+    validate(v.size(), ctx);
     detail::check_finite(v, ctx);
     detail::compress_dense(v, values, out, ctx);
+  }
+
+  /// Needs no scratch; the overload exists so that every built-in takes a workspace.
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>&) const {
+    compress(v, out, ctx);
   }
 };
 

@@ -12,14 +12,27 @@ inline namespace v0 {
 struct qsgd {
   std::uint16_t levels = 16;
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const {
+    codec().validate();
+    detail::check_dim(d, ctx);
+  }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    const value_codec codec{value_encoding::qsgd, levels};
-    codec.validate();
-    detail::check_dim(v.size(), ctx);
+    validate(v.size(), ctx);
     detail::check_finite(v, ctx);
-    detail::compress_dense(v, codec, out, ctx);
+    detail::compress_dense(v, codec(), out, ctx);
   }
+
+  /// Needs no scratch; the overload exists so that every built-in takes a workspace.
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>&) const {
+    compress(v, out, ctx);
+  }
+
+ private:
+  value_codec codec() const noexcept { return {value_encoding::qsgd, levels}; }
 };
 
 }  // namespace v0

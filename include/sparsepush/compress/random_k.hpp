@@ -17,9 +17,9 @@ inline namespace v0 {
 namespace detail {
 
 /// k distinct coordinates of [0, d), ascending, uniformly at random (Floyd's algorithm).
+/// `taken` is a bitmap of at least d bits once grown here; it is all zero on entry and on return.
 inline void random_indices(std::size_t d, std::size_t k, const context& ctx,
-                           std::vector<std::uint32_t>& out) {
-  thread_local std::vector<std::uint64_t> taken;  // all-zero between calls
+                           std::vector<std::uint32_t>& out, std::vector<std::uint64_t>& taken) {
   if (taken.size() < (d + 63) / 64) taken.resize((d + 63) / 64, 0);
   const counter_rng rng(ctx.seed, ctx.node, ctx.round, rng_stream::random_k);
   out.clear();
@@ -57,18 +57,33 @@ struct random_k {
   value_codec values{};
   index_encoding indices = index_encoding::automatic;
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    values.validate();
-    detail::check_dim(v.size(), ctx);
-    const std::size_t kk = k.resolve(v.size(), ctx);
+    compress_workspace<T> ws;
+    compress(v, out, ctx, ws);
+  }
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
+    const std::size_t kk = checked_k(v.size(), ctx);
     detail::check_finite(v, ctx);
-    detail::random_indices(v.size(), kk, ctx, out.indices);
+    detail::random_indices(v.size(), kk, ctx, out.indices, ws.taken);
     out.dim = static_cast<std::uint32_t>(v.size());
     detail::finish_indices(out, indices);
     const T factor = unbiased ? static_cast<T>(static_cast<double>(v.size()) / static_cast<double>(kk))
                               : T(1);
     detail::compress_selected<T>(v, values, factor, out, ctx);
+  }
+
+ private:
+  std::size_t checked_k(std::size_t d, const context& ctx) const {
+    values.validate();
+    detail::check_index_setting(indices);
+    detail::check_dim(d, ctx);
+    return k.resolve(d, ctx);
   }
 };
 

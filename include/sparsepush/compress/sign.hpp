@@ -9,11 +9,20 @@ inline namespace v0 {
 
 /// Dense scaled sign.
 struct scaled_sign {
+  /// Throw what compress would throw at dimension d.
+  void validate(std::size_t d, const context& ctx) const { detail::check_dim(d, ctx); }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    detail::check_dim(v.size(), ctx);
+    validate(v.size(), ctx);
     detail::check_finite(v, ctx);
     detail::compress_dense(v, value_codec{value_encoding::sign, 0}, out, ctx);
+  }
+
+  /// Needs no scratch; the overload exists so that every built-in takes a workspace.
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>&) const {
+    compress(v, out, ctx);
   }
 };
 

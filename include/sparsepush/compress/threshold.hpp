@@ -25,20 +25,26 @@ struct threshold_k {
   value_codec values{};
   index_encoding indices = index_encoding::automatic;
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
+    compress_workspace<T> ws;
+    compress(v, out, ctx, ws);
+  }
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     using K = detail::magnitude_key<T>;
-    values.validate();
-    if (sample_hits == 0) throw config_error("threshold sample_hits must be at least 1");
     const std::size_t d = v.size();
-    detail::check_dim(d, ctx);
-    const std::size_t kk = k.resolve(d, ctx);
+    const std::size_t kk = checked_k(d, ctx);
 
     // The sample holds m = sample_hits * d / k coordinates. Where that is more than d / 8, the
     // exact two-pass top-K is cheaper than sampling, and is what we send.
     const double m_real = std::ceil(double(sample_hits) * double(d) / double(kk));
     if (m_real * 8 > static_cast<double>(d)) {
-      top_k{k_spec::count(kk), values, indices}.compress(v, out, ctx);
+      top_k{k_spec::count(kk), values, indices}.compress(v, out, ctx, ws);
       return;
     }
     // Estimate tau: the (m k / d)-th largest magnitude key of the sample, drawn as random blocks
@@ -47,7 +53,7 @@ struct threshold_k {
     const std::size_t blocks = (static_cast<std::size_t>(m_real) + block - 1) / block;
     const std::size_t m = blocks * block;
     const detail::counter_rng rng(ctx.seed, ctx.node, ctx.round, detail::rng_stream::threshold_sample);
-    thread_local std::vector<K> keys;
+    auto& keys = ws.keys;
     keys.resize(m);
     const auto last_start = static_cast<std::uint32_t>(d - block);  // d >= 8 m >= 128
     for (std::size_t b = 0; b < blocks; ++b) {
@@ -60,7 +66,7 @@ struct threshold_k {
     const K tau = std::max<K>(keys[r - 1], 1);
 
     // One pass: keep |v| >= tau, detect NaN/Inf.
-    thread_local std::vector<std::uint32_t> sel;
+    auto& sel = ws.sel;
     sel.clear();
     K bad = 0;
     for (std::size_t i = 0; i < d; ++i) {
@@ -70,7 +76,7 @@ struct threshold_k {
     }
     if (bad) detail::check_finite(v, ctx);
     if (sel.size() > 2 * kk) {  // estimate far too low: exact top-k among the selected
-      thread_local std::vector<std::pair<K, std::uint32_t>> cand;
+      auto& cand = ws.cand;
       cand.resize(sel.size());
       for (std::size_t j = 0; j < sel.size(); ++j) cand[j] = {detail::key_of(v[sel[j]]), sel[j]};
       std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(kk), cand.end(),
@@ -83,6 +89,15 @@ struct threshold_k {
     out.dim = static_cast<std::uint32_t>(d);
     detail::finish_indices(out, indices);
     detail::compress_selected<T>(v, values, T(1), out, ctx);
+  }
+
+ private:
+  std::size_t checked_k(std::size_t d, const context& ctx) const {
+    values.validate();
+    detail::check_index_setting(indices);
+    if (sample_hits == 0) throw config_error("threshold sample_hits must be at least 1");
+    detail::check_dim(d, ctx);
+    return k.resolve(d, ctx);
   }
 };
 

@@ -19,9 +19,6 @@ inline namespace v0 {
 namespace detail {
 
 template <class T>
-using magnitude_key = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
-
-template <class T>
 inline constexpr magnitude_key<T> abs_mask = static_cast<magnitude_key<T>>(~magnitude_key<T>{0} >> 1);
 
 template <class T>
@@ -42,20 +39,6 @@ constexpr magnitude_key<T> key_of(T v) noexcept {
   return std::bit_cast<magnitude_key<T>>(v) & abs_mask<T>;
 }
 
-template <class T>
-struct top_k_workspace {
-  std::vector<std::uint32_t> hist;
-  std::vector<std::pair<magnitude_key<T>, std::uint32_t>> cand;
-  std::vector<std::uint32_t> chosen;
-};
-
-/// Per-thread scratch, so concurrent nodes never share buffers and repeated calls reuse them.
-template <class T>
-top_k_workspace<T>& top_k_scratch() {
-  thread_local top_k_workspace<T> ws;
-  return ws;
-}
-
 /// Order of selection: larger magnitude first, then lower index.
 template <class K>
 constexpr bool select_before(const std::pair<K, std::uint32_t>& a,
@@ -63,11 +46,12 @@ constexpr bool select_before(const std::pair<K, std::uint32_t>& a,
   return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
-/// Indices (ascending) of the k largest |v|, v = x (+ e when Feedback). With Feedback, e is
-/// overwritten by v, but only after every element was checked finite.
+/// Indices (ascending) of the k largest |v|, v = x (+ e when Feedback), using ws.hist, ws.cand
+/// and ws.chosen. With Feedback, e is overwritten by v, but only after every element was checked
+/// finite.
 template <tensor_element T, bool Feedback>
 void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vector<std::uint32_t>& out,
-                   const context& ctx) {
+                   const context& ctx, compress_workspace<T>& ws) {
   using K = magnitude_key<T>;
   const std::size_t d = x.size();
   auto v_at = [&](std::size_t i) -> T {
@@ -79,7 +63,6 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
       if (!std::isfinite(v_at(i)))
         throw_non_finite(static_cast<double>(v_at(i)), i, ctx, Feedback ? "x + e" : "input");
   };
-  auto& ws = top_k_scratch<T>();
 
   if (d <= top_k_small_d) {
     auto& c = ws.cand;
@@ -183,34 +166,51 @@ struct top_k {
   /// segments travel in one message.
   std::vector<std::size_t> segments{};
 
+  /// Throw what compress would throw for this configuration at dimension d.
+  void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
+
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    const std::size_t kk = prepare(v.size(), ctx);
-    if (segments.empty()) detail::top_k_indices<T, false>(v, {}, kk, out.indices, ctx);
-    else select_segments<T, false>(v, {}, out.indices, ctx);
+    compress_workspace<T> ws;
+    compress(v, out, ctx, ws);
+  }
+
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
+    const std::size_t kk = checked_k(v.size(), ctx);
+    if (segments.empty()) detail::top_k_indices<T, false>(v, {}, kk, out.indices, ctx, ws);
+    else select_segments<T, false>(v, {}, out.indices, ctx, ws);
     finish(v, out, ctx);
   }
 
   /// Fused error feedback: v = x + e; q = C(v); e = v - q (see error_feedback.hpp).
   template <tensor_element T>
-  void compress_feedback(std::span<const T> x, std::span<T> e, message& out,
-                         const context& ctx) const {
-    const std::size_t kk = prepare(x.size(), ctx);
+  void compress_feedback(std::span<const T> x, std::span<T> e, message& out, const context& ctx) const {
+    compress_workspace<T> ws;
+    compress_feedback(x, e, out, ctx, ws);
+  }
+
+  template <tensor_element T>
+  void compress_feedback(std::span<const T> x, std::span<T> e, message& out, const context& ctx,
+                         compress_workspace<T>& ws) const {
+    const std::size_t kk = checked_k(x.size(), ctx);
     if (segments.empty()) {
-      detail::top_k_indices<T, true>(x, e, kk, out.indices, ctx);  // throws before any write
+      detail::top_k_indices<T, true>(x, e, kk, out.indices, ctx, ws);  // throws before any write
     } else {
       // every segment is checked before the first one writes e
       for (std::size_t i = 0; i < x.size(); ++i)
         if (!std::isfinite(x[i] + e[i])) detail::throw_non_finite(double(x[i] + e[i]), i, ctx, "x + e");
-      select_segments<T, true>(x, e, out.indices, ctx);
+      select_segments<T, true>(x, e, out.indices, ctx, ws);
     }
     finish(std::span<const T>(e), out, ctx);
     for_each_value<T>(out, [e](std::uint32_t i, T q) { e[i] -= q; });
   }
 
  private:
-  std::size_t prepare(std::size_t d, const context& ctx) const {
+  /// Check the configuration at dimension d; k of a global selection (0 for per-layer).
+  std::size_t checked_k(std::size_t d, const context& ctx) const {
     values.validate();
+    detail::check_index_setting(indices);
     detail::check_dim(d, ctx);
     if (!segments.empty()) {
       if (!k.is_fraction())
@@ -226,13 +226,15 @@ struct top_k {
     return k.resolve(d, ctx);
   }
   template <tensor_element T, bool Feedback>
-  void select_segments(std::span<const T> x, std::span<T> e, std::vector<std::uint32_t>& out, const context& ctx) const {
-    thread_local std::vector<std::uint32_t> part;
+  void select_segments(std::span<const T> x, std::span<T> e, std::vector<std::uint32_t>& out, const context& ctx,
+                       compress_workspace<T>& ws) const {
+    auto& part = ws.part;
     out.clear();
     for (std::size_t s = 0; s < segments.size(); ++s) {
       const std::size_t b = segments[s], end = s + 1 < segments.size() ? segments[s + 1] : x.size();
       const std::size_t kk = k.resolve(end - b, ctx);
-      detail::top_k_indices<T, Feedback>(x.subspan(b, end - b), Feedback ? e.subspan(b, end - b) : e, kk, part, ctx);
+      detail::top_k_indices<T, Feedback>(x.subspan(b, end - b), Feedback ? e.subspan(b, end - b) : e, kk, part,
+                                         ctx, ws);
       for (auto i : part) out.push_back(static_cast<std::uint32_t>(b + i));
     }
   }
