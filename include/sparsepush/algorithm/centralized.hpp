@@ -14,21 +14,29 @@
 namespace sparsepush {
 inline namespace v0 {
 
-/// All-reduce SGD over n nodes sharing one model.
-template <tensor_element T>
+/// All-reduce SGD over n nodes sharing one model, over any tensor type (or an element type,
+/// meaning std::vector of it).
+template <class X>
 class centralized {
  public:
-  centralized(std::vector<T> x0, std::size_t nodes, std::size_t threads = 1)
-      : x_(std::move(x0)), g_(nodes, std::vector<T>(x_.size())), pool_(threads) {
+  using tensor_type = algorithm_tensor_t<X>;
+  using T = tensor_value_t<tensor_type>;
+
+  centralized(tensor_type x0, std::size_t nodes, std::size_t threads = 1)
+      : x_(std::move(x0)), pool_(threads) {
+    detail::require_algorithm_tensor<tensor_type>();
     if (nodes < 1) throw config_error("centralized training needs at least one node");
-    if (x_.empty()) throw size_error("centralized training needs a non-empty model");
+    if (as_const_span(x_).empty()) throw size_error("centralized training needs a non-empty model");
+    g_.assign(nodes, std::vector<T>(as_const_span(x_).size()));
   }
 
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
-    const std::size_t n = g_.size(), d = x_.size();
+    const std::size_t n = g_.size();
+    const auto x = as_span(x_);
+    const std::size_t d = x.size();
     pool_.parallel_for(n, [&](std::size_t i) {
       std::fill(g_[i].begin(), g_[i].end(), T(0));
-      oracle(static_cast<std::uint32_t>(i), t, x_, g_[i]);
+      oracle(static_cast<std::uint32_t>(i), t, std::span<const T>(x), g_[i]);
       detail::check_finite(std::span<const T>(g_[i]), context{0, static_cast<std::uint32_t>(i), t},
                            "local direction");
     });
@@ -36,21 +44,29 @@ class centralized {
     for (std::size_t l = 0; l < d; ++l) {
       T sum = 0;
       for (std::size_t i = 0; i < n; ++i) sum += g_[i][l];
-      x_[l] -= scale * sum;
+      x[l] -= scale * sum;
     }
     bytes_ += 2 * (n - 1) * 4 * d;  // n nodes x 2 (n - 1) / n x 4 d
   }
 
   std::size_t num_nodes() const noexcept { return g_.size(); }
-  std::size_t dim() const noexcept { return x_.size(); }
-  std::vector<T> model(std::size_t) const { return x_; }
-  std::size_t state_bytes(std::size_t) const { return x_.size() * sizeof(T); }
+  std::size_t dim() const noexcept { return as_const_span(x_).size(); }
+  tensor_type model(std::size_t) const { return x_; }
+  void model(std::size_t, std::span<T> out) const {
+    const auto x = as_const_span(x_);
+    if (out.size() != x.size())
+      throw size_error("model: output has " + std::to_string(out.size()) + " elements, the model has " +
+                       std::to_string(x.size()));
+    std::copy(x.begin(), x.end(), out.begin());
+  }
+  /// Bytes of state per node: the shared model and one gradient buffer.
+  std::size_t state_bytes(std::size_t) const { return 2 * dim() * sizeof(T); }
   std::size_t bytes_sent() const noexcept { return bytes_; }
   /// What the same traffic costs in fp32 (all-reduce sends fp32 already: equal to bytes_sent).
   std::size_t full_precision_bytes() const noexcept { return bytes_; }
 
  private:
-  std::vector<T> x_;
+  tensor_type x_;
   std::vector<std::vector<T>> g_;
   detail::thread_pool pool_;
   std::size_t bytes_ = 0;

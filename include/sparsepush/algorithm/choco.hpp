@@ -7,7 +7,9 @@
 // (x_i = x_i' + gamma_c (W_ii xp_i + sum_j W_ij xh_j - xp_i)); same iterates, (deg + 2) d memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,7 @@
 #include "../gossip/push_sum.hpp"
 #include "../topology/parse.hpp"
 #include "../topology/validate.hpp"
-#include "../transport/in_process.hpp"
+#include "../transport/loopback.hpp"
 #include "oracle.hpp"
 
 namespace sparsepush {
@@ -25,24 +27,182 @@ inline namespace v0 {
 /// Which CHOCO state layout to keep.
 enum class choco_form { weighted_sum, per_neighbour };
 
-/// Settings of a CHOCO-SGD run.
-struct choco_options {
+/// Settings of a CHOCO-SGD run over compressor type C.
+template <class C>
+struct basic_choco_options {
   double consensus_step = 0.5;             ///< gamma_c in (0, 1]
-  any_compressor compressor = identity{};  ///< C applied to x_i' - xp_i
+  C compressor = default_compressor();     ///< C applied to x_i' - xp_i
   choco_form form = choco_form::weighted_sum;
   std::size_t threads = 1;
   std::uint64_t seed = 0;
-  in_process_options network{};
+  loopback_options network{};
+
+ private:
+  static C default_compressor() {
+    if constexpr (std::is_constructible_v<C, identity>) return C(identity{});
+    else return C{};
+  }
 };
 
-/// n nodes running CHOCO-SGD in one process.
-template <tensor_element T>
+/// Settings of a CHOCO-SGD run over the runtime-chosen compressor.
+using choco_options = basic_choco_options<any_compressor>;
+
+/// One CHOCO-SGD node: x_i (the user's tensor), its public copy xp_i and either s_i or one copy
+/// per in-neighbour, its message, inbox and scratch. The column of W (its shares, by symmetry
+/// also its row) is fixed at construction.
+template <class Tensor>
+  requires mutable_flat_tensor<Tensor&>
+class choco_node {
+ public:
+  using T = tensor_value_t<Tensor>;
+
+  choco_node(Tensor x0, std::uint32_t id, std::vector<out_edge> column, choco_form form, double consensus_step,
+             std::uint64_t seed)
+      : x_(std::move(x0)), id_(id), seed_(seed), form_(form), gc_(consensus_step), col_(std::move(column)) {
+    d_ = as_const_span(x_).size();
+    if (!(consensus_step > 0.0 && consensus_step <= 1.0))
+      throw config_error("CHOCO consensus step must be in (0, 1], got " + std::to_string(consensus_step));
+    xp_.assign(d_, T(0));
+    for (const auto& e : col_) {
+      if (e.to == id_) self_ = e.share;
+      else in_.push_back({e.to, e.share});  // symmetric W: the senders are the receivers
+    }
+    in_.push_back({id_, self_});
+    std::sort(in_.begin(), in_.end(), [](const in_edge& a, const in_edge& b) { return a.from < b.from; });
+    if (form_ == choco_form::weighted_sum) s_.assign(d_, T(0));
+    else
+      for (const auto& e : col_)
+        if (e.to != id_) copies_.push_back({e.to, std::vector<T>(d_, T(0))});
+  }
+
+  std::uint32_t id() const noexcept { return id_; }
+  std::size_t dim() const noexcept { return d_; }
+  std::span<T> x() noexcept { return as_span(x_); }
+  std::span<const T> x() const noexcept { return as_const_span(x_); }
+  const Tensor& tensor() const noexcept { return x_; }
+  std::span<const T> public_copy() const noexcept { return xp_; }
+  const message& outgoing() const noexcept { return msg_; }
+  std::span<const out_edge> column() const noexcept { return col_; }
+  /// The senders this node hears from (its neighbours and itself), ascending.
+  std::span<const in_edge> in_edges() const noexcept { return in_; }
+
+  /// Bytes this node keeps: model_bytes() + buffer_bytes().
+  std::size_t state_bytes() const noexcept { return model_bytes() + buffer_bytes(); }
+  /// Bytes of the algorithm's state: x, xp, and s or the neighbour copies.
+  std::size_t model_bytes() const noexcept {
+    std::size_t b = (d_ + xp_.size() + s_.size()) * sizeof(T);
+    for (const auto& c : copies_) b += c.second.size() * sizeof(T);
+    return b;
+  }
+  /// Bytes of the buffers reused every round (capacities): message, inbox and scratch.
+  std::size_t buffer_bytes() const noexcept {
+    return diff_.capacity() * sizeof(T) + msg_.indices.capacity() * sizeof(std::uint32_t) +
+           msg_.payload.capacity() + inbox_.capacity_bytes() + ws_.capacity_bytes() +
+           scratch_.capacity_bytes() + mix_.capacity() * sizeof(weighted_message);
+  }
+
+  /// Throw, before anything changes, if the local step or the compressor cannot run in round t.
+  template <class C>
+  void check(std::uint32_t t, const C& comp, std::span<const T> g, double gamma) const {
+    const context ctx{seed_, id_, t};
+    if (g.size() != d_)
+      throw size_error("round " + std::to_string(t) + ", node " + std::to_string(id_) + ": direction has " +
+                       std::to_string(g.size()) + " elements, the model has " + std::to_string(d_));
+    validate_compressor<T>(comp, d_, ctx);
+    detail::check_finite(g, ctx, "local direction");
+    const auto x = this->x();
+    const T gm = static_cast<T>(gamma);
+    for (std::size_t l = 0; l < d_; ++l)
+      if (!std::isfinite(x[l] - gm * g[l]))
+        detail::throw_non_finite(double(x[l] - gm * g[l]), l, ctx, "x - gamma g");
+  }
+
+  /// x_i' = x_i - gamma g_i;  q_i = C(x_i' - xp_i);  xp_i += q_i.
+  template <class C>
+  void local_step_and_compress(const C& comp, std::uint32_t t, std::span<const T> g, double gamma) {
+    const auto x = this->x();
+    const T gm = static_cast<T>(gamma);
+    diff_.resize(d_);
+    for (std::size_t l = 0; l < d_; ++l) {
+      x[l] = x[l] - gm * g[l];
+      diff_[l] = x[l] - xp_[l];
+    }
+    compress_with<T>(comp, std::span<const T>(diff_), msg_, context{seed_, id_, t}, ws_);
+    for_each_value<T>(msg_, [this](std::uint32_t l, T q) { xp_[l] += q; });
+  }
+
+  template <endpoint E>
+  void post(E& ep, std::uint32_t t) const { ep.post(t, col_, 1.0, msg_); }
+  template <endpoint E>
+  void collect(E& ep, std::uint32_t t) { ep.collect(t, in_, inbox_); }
+
+  /// s_i += sum_{j in N(i) + {i}} W_ij q_j;  x_i = x_i' + gamma_c (s_i - xp_i)  (or the same
+  /// through the neighbour copies).
+  void mix() {
+    const auto x = this->x();
+    const T gc = static_cast<T>(gc_);
+    if (form_ == choco_form::weighted_sum) {
+      mix_.clear();
+      mix_.push_back({&msg_, self_});
+      for (const auto& env : inbox_.envelopes) mix_.push_back({env.msg, env.share});
+      combine<T>(std::span<T>(s_), mix_, scratch_);
+      for (std::size_t l = 0; l < d_; ++l) x[l] += gc * (s_[l] - xp_[l]);
+      return;
+    }
+    for (const auto& env : inbox_.envelopes) {
+      auto& copy = copy_of(env.from);
+      for_each_value<T>(*env.msg, [&copy](std::uint32_t l, T q) { copy[l] += q; });
+    }
+    auto& acc = diff_;  // the difference is not needed after compression
+    const T ws = static_cast<T>(self_);
+    for (std::size_t l = 0; l < d_; ++l) acc[l] = ws * xp_[l];
+    for (const auto& e : col_)
+      if (e.to != id_) {
+        const auto& copy = copy_of(e.to);
+        const T w = static_cast<T>(e.share);
+        for (std::size_t l = 0; l < d_; ++l) acc[l] += w * copy[l];
+      }
+    for (std::size_t l = 0; l < d_; ++l) x[l] += gc * (acc[l] - xp_[l]);
+  }
+
+ private:
+  std::vector<T>& copy_of(std::uint32_t from) {
+    for (auto& [j, c] : copies_)
+      if (j == from) return c;
+    throw schedule_error("CHOCO: node " + std::to_string(id_) + " received from non-neighbour " +
+                         std::to_string(from));
+  }
+
+  Tensor x_;
+  std::uint32_t id_;
+  std::uint64_t seed_;
+  choco_form form_;
+  double gc_;
+  std::size_t d_ = 0;
+  double self_ = 0.0;
+  std::vector<out_edge> col_;
+  std::vector<in_edge> in_;
+  std::vector<T> xp_, s_, diff_;
+  std::vector<std::pair<std::uint32_t, std::vector<T>>> copies_;
+  message msg_;
+  compress_workspace<T> ws_;
+  inbox inbox_;
+  std::vector<weighted_message> mix_;
+  combine_scratch scratch_;
+};
+
+/// n nodes running CHOCO-SGD in one process: n choco_node's on a thread pool and a loopback.
+template <class X, class C = any_compressor, class S = any_schedule>
 class choco {
  public:
-  choco(std::vector<std::vector<T>> x0, any_schedule sched, choco_options opt = {})
-      : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), x_(std::move(x0)),
-        net_(x_.size(), opt_.network) {
-    const std::size_t n = x_.size();
+  using tensor_type = algorithm_tensor_t<X>;
+  using T = tensor_value_t<tensor_type>;
+  using options_type = basic_choco_options<C>;
+
+  choco(std::vector<tensor_type> x0, S sched, options_type opt = {})
+      : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), net_(x0.size(), opt_.network) {
+    detail::require_algorithm_tensor<tensor_type>();
+    const std::size_t n = x0.size();
     if (sched_.num_nodes() != n)
       throw schedule_error("schedule has " + std::to_string(sched_.num_nodes()) + " nodes but " +
                            std::to_string(n) + " models were given");
@@ -50,135 +210,81 @@ class choco {
       throw config_error("CHOCO consensus step must be in (0, 1], got " + std::to_string(opt_.consensus_step));
     validate_schedule(sched_);
     if (sched_.period() != 1) throw schedule_error("CHOCO-SGD needs a static schedule (period 1)");
-    d_ = x_[0].size();
-    cols_.resize(n);
+    d_ = as_const_span(x0[0]).size();
+    std::vector<std::vector<out_edge>> cols(n);
     for (std::uint32_t j = 0; j < n; ++j) {
-      if (x_[j].size() != d_)
-        throw size_error("node " + std::to_string(j) + " has " + std::to_string(x_[j].size()) +
+      const std::size_t dj = as_const_span(x0[j]).size();
+      if (dj != d_)
+        throw size_error("node " + std::to_string(j) + " has " + std::to_string(dj) +
                          " parameters, node 0 has " + std::to_string(d_));
-      sched_.out_edges(0, j, cols_[j]);
+      sched_.out_edges(0, j, cols[j]);
     }
     // symmetric: W_ij == W_ji for every edge, so a sender's column is its receivers' row
     for (std::uint32_t j = 0; j < n; ++j)
-      for (const auto& e : cols_[j]) {
+      for (const auto& e : cols[j]) {
         double back = -1.0;
-        for (const auto& f : cols_[e.to])
+        for (const auto& f : cols[e.to])
           if (f.to == j) back = f.share;
         if (std::abs(back - e.share) > column_sum_tolerance)
           throw schedule_error("CHOCO-SGD needs a symmetric W: W[" + std::to_string(e.to) + "][" +
                                std::to_string(j) + "] != W[" + std::to_string(j) + "][" +
                                std::to_string(e.to) + "]");
       }
-    xp_.assign(n, std::vector<T>(d_, T(0)));
-    msgs_.resize(n);
-    if (opt_.form == choco_form::weighted_sum) {
-      s_.assign(n, std::vector<T>(d_, T(0)));
-    } else {
-      copies_.resize(n);
-      slot_.resize(n);
-      for (std::uint32_t j = 0; j < n; ++j)
-        for (const auto& e : cols_[j])
-          if (e.to != j) {
-            slot_[e.to].push_back({j, copies_[e.to].size()});
-            copies_[e.to].emplace_back(d_, T(0));
-          }
-    }
+    nodes_.reserve(n);
+    for (std::uint32_t j = 0; j < n; ++j)
+      nodes_.emplace_back(std::move(x0[j]), j, std::move(cols[j]), opt_.form, opt_.consensus_step, opt_.seed);
     g_.assign(n, std::vector<T>(d_));
   }
 
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
-    const std::size_t n = x_.size();
-    const T g = static_cast<T>(gamma);
+    const std::size_t n = nodes_.size();
     pool_.parallel_for(n, [&](std::size_t i) {
       std::fill(g_[i].begin(), g_[i].end(), T(0));
-      oracle(static_cast<std::uint32_t>(i), t, x_[i], g_[i]);
-      const context ctx{opt_.seed, static_cast<std::uint32_t>(i), t};
-      detail::check_finite(std::span<const T>(g_[i]), ctx, "local direction");
-      for (std::size_t l = 0; l < d_; ++l)
-        if (!std::isfinite(x_[i][l] - g * g_[i][l]))
-          detail::throw_non_finite(double(x_[i][l] - g * g_[i][l]), l, ctx, "x - gamma g");
+      oracle(static_cast<std::uint32_t>(i), t, nodes_[i].x(), g_[i]);
     });
+    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, g_[i], gamma); });
     pool_.parallel_for(n, [&](std::size_t i) {
-      thread_local std::vector<T> diff;
-      diff.resize(d_);
-      for (std::size_t l = 0; l < d_; ++l) {
-        x_[i][l] = x_[i][l] - g * g_[i][l];
-        diff[l] = x_[i][l] - xp_[i][l];
-      }
-      opt_.compressor.compress(std::span<const T>(diff), msgs_[i], {opt_.seed, static_cast<std::uint32_t>(i), t});
-      for_each_value<T>(msgs_[i], [&](std::uint32_t l, T q) { xp_[i][l] += q; });
+      nodes_[i].local_step_and_compress(opt_.compressor, t, g_[i], gamma);
     });
-    std::vector<outbox> out(n);
-    for (std::size_t i = 0; i < n; ++i) out[i] = {&msgs_[i], 1.0, cols_[i]};
-    net_.deliver(t, out, inbox_);
-    const T gc = static_cast<T>(opt_.consensus_step);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      auto ep = net_.endpoint(i);
+      nodes_[i].post(ep, t);
+    }
     pool_.parallel_for(n, [&](std::size_t i) {
-      const double w_self = self_share(i);
-      if (opt_.form == choco_form::weighted_sum) {
-        std::vector<weighted_message> mix{{&msgs_[i], w_self}};
-        for (const auto& env : inbox_[i]) mix.push_back({env.msg, env.share});
-        combine<T>(std::span<T>(s_[i]), mix);
-        for (std::size_t l = 0; l < d_; ++l) x_[i][l] += gc * (s_[i][l] - xp_[i][l]);
-      } else {
-        for (const auto& env : inbox_[i]) {
-          auto& copy = copies_[i][slot_of(i, env.from)];
-          for_each_value<T>(*env.msg, [&](std::uint32_t l, T q) { copy[l] += q; });
-        }
-        thread_local std::vector<T> acc;
-        acc.assign(d_, T(0));
-        const T ws = static_cast<T>(w_self);
-        for (std::size_t l = 0; l < d_; ++l) acc[l] = ws * xp_[i][l];
-        for (const auto& e : cols_[i])
-          if (e.to != i) {
-            const auto& copy = copies_[i][slot_of(i, e.to)];
-            const T w = static_cast<T>(e.share);
-            for (std::size_t l = 0; l < d_; ++l) acc[l] += w * copy[l];
-          }
-        for (std::size_t l = 0; l < d_; ++l) x_[i][l] += gc * (acc[l] - xp_[i][l]);
-      }
+      auto ep = net_.endpoint(static_cast<std::uint32_t>(i));
+      nodes_[i].collect(ep, t);
+      nodes_[i].mix();
     });
   }
 
-  std::size_t num_nodes() const noexcept { return x_.size(); }
+  std::size_t num_nodes() const noexcept { return nodes_.size(); }
   std::size_t dim() const noexcept { return d_; }
-  std::vector<T> model(std::size_t i) const { return x_.at(i); }
-  const in_process_network& network() const noexcept { return net_; }
+  /// Node i's model x_i, as the tensor type.
+  tensor_type model(std::size_t i) const { return nodes_.at(i).tensor(); }
+  /// Node i's model x_i into out.
+  void model(std::size_t i, std::span<T> out) const {
+    const auto x = nodes_.at(i).x();
+    if (out.size() != x.size())
+      throw size_error("model: output has " + std::to_string(out.size()) + " elements, the model has " +
+                       std::to_string(x.size()));
+    std::copy(x.begin(), x.end(), out.begin());
+  }
+  const choco_node<tensor_type>& node(std::size_t i) const { return nodes_.at(i); }
+  const loopback_network& network() const noexcept { return net_; }
   std::size_t bytes_sent() const noexcept { return net_.total_bytes(); }
   std::size_t messages_sent() const noexcept { return net_.total_messages(); }
   /// What the messages sent would cost as fp32 vectors: 4 d bytes each.
   std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_.total_messages(); }
-  /// Bytes of persistent state per node: x, xp, and s or the neighbour copies, plus the message.
-  std::size_t state_bytes(std::size_t i) const {
-    std::size_t b = (x_[i].size() + xp_[i].size()) * sizeof(T) + msgs_[i].wire_bytes();
-    if (opt_.form == choco_form::weighted_sum) b += s_[i].size() * sizeof(T);
-    else
-      for (const auto& c : copies_[i]) b += c.size() * sizeof(T);
-    return b;
-  }
+  /// Bytes of state per node: x, xp, and s or the neighbour copies, plus message and scratch.
+  std::size_t state_bytes(std::size_t i) const { return nodes_.at(i).state_bytes(); }
 
  private:
-  double self_share(std::size_t i) const {
-    for (const auto& e : cols_[i])
-      if (e.to == i) return e.share;
-    return 0.0;
-  }
-  std::size_t slot_of(std::size_t i, std::uint32_t from) const {
-    for (const auto& [j, s] : slot_[i])
-      if (j == from) return s;
-    throw schedule_error("CHOCO: node " + std::to_string(i) + " received from non-neighbour " +
-                         std::to_string(from));
-  }
-
-  any_schedule sched_;
-  choco_options opt_;
+  S sched_;
+  options_type opt_;
   detail::thread_pool pool_;
-  std::vector<std::vector<T>> x_, xp_, s_, g_;
-  std::vector<std::vector<std::vector<T>>> copies_;
-  std::vector<std::vector<std::pair<std::uint32_t, std::size_t>>> slot_;
-  std::vector<std::vector<out_edge>> cols_;
-  std::vector<message> msgs_;
-  std::vector<std::vector<envelope>> inbox_;
-  in_process_network net_;
+  loopback_network net_;
+  std::vector<choco_node<tensor_type>> nodes_;
+  std::vector<std::vector<T>> g_;
   std::size_t d_ = 0;
 };
 

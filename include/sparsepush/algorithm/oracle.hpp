@@ -1,17 +1,19 @@
-// sparsepush/algorithm/oracle.hpp: the local-update hook and the metrics every algorithm shares.
+// sparsepush/algorithm/oracle.hpp: the local-update hook every algorithm calls.
 // A gradient oracle is the user's backend: given node i, round t and the model to evaluate at
 // (de-biased xh_i = x_i / u_i for push-sum methods), it writes the direction p_i (a gradient,
 // or what the backend's optimizer makes of it); the algorithm then moves x_i' = x_i - gamma p_i.
-// Parameter divergence: (1/n) sum_i || xh_i - mean(xh) ||_2.
+// The metrics (mean model, parameter divergence) live in metrics.hpp.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "../tensor.hpp"
+#include "metrics.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -21,31 +23,21 @@ template <tensor_element T>
 using gradient_oracle =
     std::function<void(std::uint32_t node, std::uint32_t round, std::span<const T> model, std::span<T> direction)>;
 
-/// mean of the models, in double.
-template <tensor_element T>
-std::vector<double> mean_model(const std::vector<std::vector<T>>& models) {
-  std::vector<double> avg(models.empty() ? 0 : models[0].size(), 0.0);
-  for (const auto& m : models)
-    for (std::size_t l = 0; l < avg.size(); ++l) avg[l] += static_cast<double>(m[l]);
-  for (auto& a : avg) a /= static_cast<double>(models.size());
-  return avg;
-}
+/// The tensor type an algorithm template argument names: an element type (float, double) means
+/// std::vector of it, anything else is the tensor type itself.
+template <class X>
+using algorithm_tensor_t = std::conditional_t<tensor_element<X>, std::vector<X>, X>;
 
-/// (1/n) sum_i || m_i - mean ||_2, in double.
-template <tensor_element T>
-double parameter_divergence(const std::vector<std::vector<T>>& models) {
-  const auto avg = mean_model(models);
-  double total = 0.0;
-  for (const auto& m : models) {
-    double s = 0.0;
-    for (std::size_t l = 0; l < avg.size(); ++l) {
-      const double diff = static_cast<double>(m[l]) - avg[l];
-      s += diff * diff;
-    }
-    total += std::sqrt(s);
-  }
-  return models.empty() ? 0.0 : total / static_cast<double>(models.size());
+namespace detail {
+template <class Tensor>
+void require_algorithm_tensor() {
+  static_assert(mutable_flat_tensor<Tensor&>,
+                "sparsepush: an algorithm's tensor type must be a mutable flat tensor (specialize "
+                "sparsepush::tensor_traits<T>) or an element type (float, double)");
+  static_assert(std::is_copy_constructible_v<Tensor>,
+                "sparsepush: an algorithm's tensor type must be copyable (model() returns a copy)");
 }
+}  // namespace detail
 
 }  // namespace v0
 }  // namespace sparsepush

@@ -2,10 +2,13 @@
 // on/off), so SP, SCSP, SGP, warm-up and "compress only after round R" are one policy with
 // different data. SCSP (ALGORITHMS.md): SP with a heavy compressor for rounds 0..T-1, then k
 // rounds of uncompressed push-sum averaging (identity, eta = 1, no local step by default).
+// Phases are generic over the compressor type C (any_compressor by default). An `exact` phase
+// sends x itself in full precision whatever C is: push-sum of x, the residual left alone.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../compress/compose.hpp"
@@ -14,18 +17,44 @@ namespace sparsepush {
 inline namespace v0 {
 
 /// One stretch of rounds with fixed settings.
-struct phase {
-  std::uint32_t rounds = 0;                ///< how many rounds; 0 = until the end (last phase only)
-  any_compressor compressor = identity{};  ///< C for these rounds
-  double eta = 1.0;                        ///< consensus step in (0, 1]
-  bool local_step = true;                  ///< take the local (SGD) step before communicating
+template <class C>
+struct basic_phase {
+  std::uint32_t rounds = 0;  ///< how many rounds; 0 = until the end (last phase only)
+  C compressor{};            ///< C for these rounds (unused when exact)
+  double eta = 1.0;          ///< consensus step in (0, 1]
+  bool local_step = true;    ///< take the local (SGD) step before communicating
   std::string name = "sp";
+  bool exact = false;        ///< send x uncompressed in the tensor's precision (identity)
 };
 
+/// The phase over the runtime-chosen compressor.
+using phase = basic_phase<any_compressor>;
+
+/// True when phase ph sends every value exactly in element type T: an exact phase, or the
+/// identity compressor in the tensor's own precision (then e would stay 0 and is left alone).
+template <tensor_element T, class C>
+bool exact_phase(const basic_phase<C>& ph) {
+  if (ph.exact) return true;
+  auto native = [](const identity& id) {
+    return id.values.encoding == value_encoding::native || id.values.encoding == detail::native_encoding<T>;
+  };
+  if constexpr (std::is_same_v<C, any_compressor>) {
+    const auto* id = std::get_if<identity>(&ph.compressor.get());
+    return id && native(*id);
+  } else if constexpr (std::is_same_v<C, identity>) {
+    return native(ph.compressor);
+  } else {
+    return false;
+  }
+}
+
 /// Rounds -> phase. The last phase continues past its length.
-class phase_schedule {
+template <class C>
+class basic_phase_schedule {
  public:
-  explicit phase_schedule(std::vector<phase> phases) : phases_(std::move(phases)) {
+  using compressor_type = C;
+
+  explicit basic_phase_schedule(std::vector<basic_phase<C>> phases) : phases_(std::move(phases)) {
     if (phases_.empty()) throw config_error("a phase schedule needs at least one phase");
     for (std::size_t p = 0; p < phases_.size(); ++p) {
       const auto& ph = phases_[p];
@@ -38,8 +67,15 @@ class phase_schedule {
     }
   }
 
+  /// A schedule over another compressor type whose compressors convert to C (e.g. top_k phases
+  /// into any_compressor phases).
+  template <class D>
+    requires(!std::is_same_v<C, D> && std::is_constructible_v<C, const D&>)
+  basic_phase_schedule(const basic_phase_schedule<D>& other)  // NOLINT: implicit by design
+      : basic_phase_schedule(convert(other)) {}
+
   /// The phase active in round t.
-  const phase& at(std::uint64_t t) const {
+  const basic_phase<C>& at(std::uint64_t t) const {
     std::uint64_t start = 0;
     for (const auto& ph : phases_) {
       if (ph.rounds == 0 || t < start + ph.rounds) return ph;
@@ -56,38 +92,68 @@ class phase_schedule {
     }
     return s;
   }
-  const std::vector<phase>& phases() const noexcept { return phases_; }
+  const std::vector<basic_phase<C>>& phases() const noexcept { return phases_; }
 
  private:
-  std::vector<phase> phases_;
+  template <class D>
+  static std::vector<basic_phase<C>> convert(const basic_phase_schedule<D>& other) {
+    std::vector<basic_phase<C>> out;
+    for (const auto& ph : other.phases())
+      out.push_back({ph.rounds, C(ph.compressor), ph.eta, ph.local_step, ph.name, ph.exact});
+    return out;
+  }
+  std::vector<basic_phase<C>> phases_;
 };
 
+/// The phase schedule over the runtime-chosen compressor.
+using phase_schedule = basic_phase_schedule<any_compressor>;
+
 /// Sparse-Push: one phase of compressed, eta-relaxed push-sum with local steps.
-inline phase_schedule sparse_push_phases(any_compressor c, double eta, std::uint32_t rounds = 0) {
-  return phase_schedule({phase{rounds, std::move(c), eta, true, "sp"}});
+template <class C = any_compressor>
+basic_phase_schedule<C> sparse_push_phases(std::type_identity_t<C> c, double eta, std::uint32_t rounds = 0) {
+  return basic_phase_schedule<C>({basic_phase<C>{rounds, std::move(c), eta, true, "sp"}});
 }
 
-/// SGP (and D-PSGD on a symmetric doubly stochastic schedule): identity, eta = 1.
-inline phase_schedule sgp_phases(std::uint32_t rounds = 0) {
-  return phase_schedule({phase{rounds, identity{}, 1.0, true, "sgp"}});
+/// SGP (and D-PSGD on a symmetric doubly stochastic schedule): identity, eta = 1. For a
+/// compressor type that cannot hold identity, the phase is exact (needs a default C).
+template <class C = any_compressor>
+basic_phase_schedule<C> sgp_phases(std::uint32_t rounds = 0) {
+  if constexpr (std::is_constructible_v<C, identity>)
+    return basic_phase_schedule<C>({basic_phase<C>{rounds, C(identity{}), 1.0, true, "sgp"}});
+  else
+    return basic_phase_schedule<C>({basic_phase<C>{rounds, C{}, 1.0, true, "sgp", true}});
 }
+
+namespace detail {
+/// An uncompressed phase: identity when C can hold it, else an exact phase (C's value unused).
+template <class C>
+basic_phase<C> exact_phase_of(std::uint32_t rounds, bool local_step, std::string name, const C& like) {
+  if constexpr (std::is_constructible_v<C, identity>)
+    return basic_phase<C>{rounds, C(identity{}), 1.0, local_step, std::move(name)};
+  else
+    return basic_phase<C>{rounds, like, 1.0, local_step, std::move(name), true};
+}
+}  // namespace detail
 
 /// SCSP: `compressed_rounds` of SP, then `final_rounds` of uncompressed push-sum averaging
 /// (no local step unless train_final, which makes them plain SGP rounds).
-inline phase_schedule scsp_phases(any_compressor c, double eta, std::uint32_t compressed_rounds,
-                                  std::uint32_t final_rounds, bool train_final = false) {
+template <class C = any_compressor>
+basic_phase_schedule<C> scsp_phases(std::type_identity_t<C> c, double eta, std::uint32_t compressed_rounds,
+                                    std::uint32_t final_rounds, bool train_final = false) {
   if (compressed_rounds == 0 || final_rounds == 0)
     throw config_error("SCSP needs compressed rounds > 0 and final rounds > 0");
-  return phase_schedule({phase{compressed_rounds, std::move(c), eta, true, "sp"},
-                         phase{final_rounds, identity{}, 1.0, train_final, "final-gossip"}});
+  auto final_phase = detail::exact_phase_of<C>(final_rounds, train_final, "final-gossip", c);
+  return basic_phase_schedule<C>({basic_phase<C>{compressed_rounds, std::move(c), eta, true, "sp"},
+                                  std::move(final_phase)});
 }
 
 /// Warm-up: `warm_rounds` uncompressed (SGP), then compressed SP.
-inline phase_schedule warm_up_phases(std::uint32_t warm_rounds, any_compressor c, double eta,
-                                     std::uint32_t rounds = 0) {
+template <class C = any_compressor>
+basic_phase_schedule<C> warm_up_phases(std::uint32_t warm_rounds, std::type_identity_t<C> c, double eta,
+                                       std::uint32_t rounds = 0) {
   if (warm_rounds == 0) throw config_error("warm-up needs at least one uncompressed round");
-  return phase_schedule({phase{warm_rounds, identity{}, 1.0, true, "warm-up"},
-                         phase{rounds, std::move(c), eta, true, "sp"}});
+  auto warm = detail::exact_phase_of<C>(warm_rounds, true, "warm-up", c);
+  return basic_phase_schedule<C>({std::move(warm), basic_phase<C>{rounds, std::move(c), eta, true, "sp"}});
 }
 
 }  // namespace v0

@@ -9,13 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <string>
 #include <vector>
 
 #include "../gossip/group.hpp"
 #include "../topology/parse.hpp"
 #include "../topology/validate.hpp"
-#include "../transport/in_process.hpp"
+#include "../transport/loopback.hpp"
 #include "oracle.hpp"
 #include "phases.hpp"
 
@@ -26,30 +27,41 @@ inline namespace v0 {
 struct sparse_push_options {
   std::size_t threads = 1;
   std::uint64_t seed = 0;               ///< keys random compressors (with node and round)
-  in_process_options network{};         ///< message loss and tracing of the embedded transport
+  loopback_options network{};           ///< message loss, tracing and mode of the loopback
 };
 
-/// n nodes running Sparse-Push (or SGP, D-PSGD, DeepSqueeze, SCSP) in one process.
-template <tensor_element T>
+/// n nodes running Sparse-Push (or SGP, D-PSGD, DeepSqueeze, SCSP) in one process, over any
+/// tensor type (or an element type, meaning std::vector of it), any compressor type C (the
+/// phases' compressor) and any schedule type S.
+template <class X, class C = any_compressor, class S = any_schedule>
 class sparse_push {
  public:
-  sparse_push(std::vector<std::vector<T>> x0, any_schedule sched, phase_schedule phases,
-              sparse_push_options opt = {})
+  using tensor_type = algorithm_tensor_t<X>;
+  using T = tensor_value_t<tensor_type>;
+  using value_type = T;
+  using compressor_type = C;
+  using schedule_type = S;
+  using phases_type = basic_phase_schedule<C>;
+
+  sparse_push(std::vector<tensor_type> x0, S sched, phases_type phases, sparse_push_options opt = {})
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_nodes(std::move(x0), sched_),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed}),
         net_(group_.num_nodes(), opt.network),
         dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
         xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
+    detail::require_algorithm_tensor<tensor_type>();
+    static_assert(sparsepush::schedule<S>, "sparsepush: S must model sparsepush::schedule (num_nodes, period, out_edges)");
     validate_schedule(sched_);
   }
 
   /// One round t with learning rate gamma.
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
-    const phase& ph = phases_.at(t);
+    const auto& ph = phases_.at(t);
     // Exact phases (identity in full precision, e.g. SCSP's final gossip) are plain push-sum of x:
     // x_i <- sum_j W_ij x_j; the residual is neither sent nor changed.
-    typename push_sum_group<std::vector<T>>::step st{ph.eta, {}, gamma, !exact(ph.compressor)};
+    const bool exact = exact_phase<T>(ph);
+    typename push_sum_group<tensor_type>::step st{ph.eta, {}, gamma, !exact};
     if (ph.local_step) {
       group_.for_each_node([&](std::size_t i) {
         group_.debiased(i, xh_[i]);
@@ -58,17 +70,21 @@ class sparse_push {
       });
       st.directions = dirs_;
     }
-    group_.round(sched_, ph.compressor, net_, t, st);
+    if (exact && ph.exact) group_.round(sched_, identity{}, net_, t, st);
+    else group_.round(sched_, ph.compressor, net_, t, st);
   }
 
   std::size_t num_nodes() const noexcept { return group_.num_nodes(); }
   std::size_t dim() const noexcept { return group_.dim(); }
-  /// The de-biased model xh_i = x_i / u_i.
-  std::vector<T> model(std::size_t i) const { return group_.debiased(i); }
-  const push_sum_group<std::vector<T>>& group() const noexcept { return group_; }
-  const in_process_network& network() const noexcept { return net_; }
-  const phase_schedule& phases() const noexcept { return phases_; }
-  /// Bytes of persistent state per node: x, e (when kept), u and the outgoing message.
+  /// The de-biased model xh_i = x_i / u_i, as the tensor type.
+  tensor_type model(std::size_t i) const { return group_.node(i).model(); }
+  /// The de-biased model xh_i = x_i / u_i into out.
+  void model(std::size_t i, std::span<T> out) const { group_.debiased(i, out); }
+  const push_sum_group<tensor_type>& group() const noexcept { return group_; }
+  const loopback_network& network() const noexcept { return net_; }
+  const phases_type& phases() const noexcept { return phases_; }
+  const S& mixing_schedule() const noexcept { return sched_; }
+  /// Bytes of state per node: x, e (when kept), u, the message, inbox and scratch.
   std::size_t state_bytes(std::size_t i) const { return group_.state_bytes(i); }
   std::size_t bytes_sent() const noexcept { return net_.total_bytes(); }
   std::size_t messages_sent() const noexcept { return net_.total_messages(); }
@@ -78,28 +94,23 @@ class sparse_push {
  private:
   /// Error feedback is kept unless every phase sends values exactly (identity in the tensor's
   /// own precision), where e would stay 0: SGP and D-PSGD then keep no residual.
-  static bool exact(const any_compressor& c) {
-    const auto* id = std::get_if<identity>(&c.get());
-    return id && (id->values.encoding == value_encoding::native ||
-                  id->values.encoding == detail::native_encoding<T>);
-  }
-  static bool needs_feedback(const phase_schedule& ps) {
+  static bool needs_feedback(const phases_type& ps) {
     for (const auto& ph : ps.phases())
-      if (!exact(ph.compressor)) return true;
+      if (!exact_phase<T>(ph)) return true;
     return false;
   }
 
-  static std::vector<std::vector<T>> check_nodes(std::vector<std::vector<T>> x0, const any_schedule& s) {
+  static std::vector<tensor_type> check_nodes(std::vector<tensor_type> x0, const S& s) {
     if (s.num_nodes() != x0.size())
       throw schedule_error("schedule has " + std::to_string(s.num_nodes()) + " nodes but " +
                            std::to_string(x0.size()) + " models were given");
     return x0;
   }
 
-  any_schedule sched_;
-  phase_schedule phases_;
-  push_sum_group<std::vector<T>> group_;
-  in_process_network net_;
+  S sched_;
+  phases_type phases_;
+  push_sum_group<tensor_type> group_;
+  loopback_network net_;
   std::vector<std::vector<T>> dirs_, xh_;
 };
 

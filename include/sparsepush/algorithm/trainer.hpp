@@ -18,14 +18,16 @@
 namespace sparsepush {
 inline namespace v0 {
 
-/// What every algorithm offers the trainer.
+/// What every algorithm offers the trainer: rounds, sizes, node i's model (as a flat tensor of
+/// element type T, and written into a span), state and byte counts.
 template <class A, class T>
 concept decentralized_algorithm = requires(A& a, const A& ca, std::uint32_t t, const gradient_oracle<T>& f,
-                                           double gamma) {
+                                           double gamma, std::span<T> out) {
   a.round(t, f, gamma);
   { ca.num_nodes() } -> std::convertible_to<std::size_t>;
   { ca.dim() } -> std::convertible_to<std::size_t>;
-  { ca.model(std::size_t{0}) } -> std::same_as<std::vector<T>>;
+  { ca.model(std::size_t{0}) } -> flat_tensor;
+  ca.model(std::size_t{0}, out);
   { ca.state_bytes(std::size_t{0}) } -> std::convertible_to<std::size_t>;
   { ca.bytes_sent() } -> std::convertible_to<std::size_t>;
   { ca.full_precision_bytes() } -> std::convertible_to<std::size_t>;
@@ -44,8 +46,8 @@ struct round_report {
 template <tensor_element T, class A>
   requires decentralized_algorithm<A, T>
 round_report report(const A& a, std::uint32_t round) {
-  std::vector<std::vector<T>> models;
-  for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
+  std::vector<std::vector<T>> models(a.num_nodes(), std::vector<T>(a.dim()));
+  for (std::size_t i = 0; i < a.num_nodes(); ++i) a.model(i, std::span<T>(models[i]));
   round_report r;
   r.round = round;
   r.parameter_divergence = parameter_divergence(models);

@@ -53,61 +53,87 @@ inline W load_raw(const std::byte* p, std::size_t l) noexcept {
   return q;
 }
 
-/// x[b, e) += sum over r (1..4) raw payloads of type W, x kept in a register across them.
+/// out[l - b] += sum over r (1..4) raw payloads of type W at l in [b, e), out held in a register.
 template <tensor_element T, class W>
-void add_raw_run(T* x, const std::byte* const* p, const T* c, std::size_t r, std::size_t b, std::size_t e) {
+void add_raw_run(T* out, const std::byte* const* p, const T* c, std::size_t r, std::size_t b, std::size_t e) {
   switch (r) {
     case 1:
-      for (std::size_t l = b; l < e; ++l) x[l] += c[0] * static_cast<T>(load_raw<W>(p[0], l));
+      for (std::size_t l = b; l < e; ++l) out[l - b] += c[0] * static_cast<T>(load_raw<W>(p[0], l));
       break;
     case 2:
       for (std::size_t l = b; l < e; ++l) {
-        T a = x[l];
+        T a = out[l - b];
         a += c[0] * static_cast<T>(load_raw<W>(p[0], l));
         a += c[1] * static_cast<T>(load_raw<W>(p[1], l));
-        x[l] = a;
+        out[l - b] = a;
       }
       break;
     case 3:
       for (std::size_t l = b; l < e; ++l) {
-        T a = x[l];
+        T a = out[l - b];
         a += c[0] * static_cast<T>(load_raw<W>(p[0], l));
         a += c[1] * static_cast<T>(load_raw<W>(p[1], l));
         a += c[2] * static_cast<T>(load_raw<W>(p[2], l));
-        x[l] = a;
+        out[l - b] = a;
       }
       break;
     default:
       for (std::size_t l = b; l < e; ++l) {
-        T a = x[l];
+        T a = out[l - b];
         a += c[0] * static_cast<T>(load_raw<W>(p[0], l));
         a += c[1] * static_cast<T>(load_raw<W>(p[1], l));
         a += c[2] * static_cast<T>(load_raw<W>(p[2], l));
         a += c[3] * static_cast<T>(load_raw<W>(p[3], l));
-        x[l] = a;
+        out[l - b] = a;
       }
   }
 }
+
+/// f(l, q_l) for the values of m at coordinates [cursor.., e): dense messages from b, sparse ones
+/// from their cursor, which advances past e. Plain fp32/fp64 values are read without a switch.
+template <tensor_element T, class F>
+void for_each_value_below(const message& m, std::size_t b, std::size_t e, std::size_t& cursor, F&& f) {
+  const std::byte* p = m.payload.data();
+  const bool f32 = m.value_enc == value_encoding::f32, f64 = m.value_enc == value_encoding::f64;
+  if (m.dense()) {
+    if (f32) for (std::size_t l = b; l < e; ++l) f(l, static_cast<T>(load_raw<float>(p, l)));
+    else if (f64) for (std::size_t l = b; l < e; ++l) f(l, static_cast<T>(load_raw<double>(p, l)));
+    else for (std::size_t l = b; l < e; ++l) f(l, m.template value_at<T>(l));
+    return;
+  }
+  const std::uint32_t* idx = m.indices.data();
+  std::size_t j = cursor;
+  if (f32) for (; j < m.count && idx[j] < e; ++j) f(idx[j], static_cast<T>(load_raw<float>(p, j)));
+  else for (; j < m.count && idx[j] < e; ++j) f(idx[j], m.template value_at<T>(j));
+  cursor = j;
+}
 }  // namespace detail
 
-/// x += sum_m coef_m * q_m over the messages (all of dimension x.size(); checked). One pass over
-/// x in cache-sized blocks: per block, dense messages in list order (up to four at a time, x held
-/// in a register), then the sparse messages' entries that fall in the block, in list order.
-template <tensor_element T>
-void combine(std::span<T> x, std::span<const weighted_message> in) {
-  for (const auto& w : in)
-    if (w.msg->dim != x.size())
-      throw size_error("combine: a message of dim " + std::to_string(w.msg->dim) +
-                       " cannot mix into a tensor of " + std::to_string(x.size()) + " elements");
-  const std::size_t d = x.size();
+/// Reusable buffers of a combine: the messages split into dense and sparse (in list order) and a
+/// cursor per sparse message. Owned by the caller (a node keeps one).
+struct combine_scratch {
   std::vector<const weighted_message*> dense, sparse;
-  for (const auto& w : in) (w.msg->dense() ? dense : sparse).push_back(&w);
-  std::vector<std::size_t> cursor(sparse.size(), 0);
-  T* xp = x.data();
-  for (std::size_t b = 0; b < d; b += detail::combine_block) {
-    const std::size_t e = std::min(d, b + detail::combine_block);
+  std::vector<std::size_t> cursor;
+
+  /// Split `in` (all of dimension d; checked) into dense and sparse, cursors at 0.
+  void prepare(std::span<const weighted_message> in, std::size_t d) {
+    for (const auto& w : in)
+      if (w.msg->dim != d)
+        throw size_error("combine: a message of dim " + std::to_string(w.msg->dim) +
+                         " cannot mix into a tensor of " + std::to_string(d) + " elements");
+    dense.clear();
+    sparse.clear();
+    for (const auto& w : in) (w.msg->dense() ? dense : sparse).push_back(&w);
+    cursor.assign(sparse.size(), 0);
+  }
+
+  /// out[l - b] += sum_m coef_m q_m[l] for l in [b, e): dense messages in list order (up to four
+  /// at a time, out held in a register), then the sparse messages' entries below e, in list order.
+  /// Blocks must be visited in ascending order (the sparse cursors only move forward).
+  template <tensor_element T>
+  void add_block(T* out, std::size_t b, std::size_t e) {
     for (std::size_t m = 0; m < dense.size();) {
-      const value_encoding enc = dense[m]->msg->value_enc;
+      const auto enc = dense[m]->msg->value_enc;
       if (enc == value_encoding::f32 || enc == value_encoding::f64) {
         const std::byte* p[4];
         T c[4];
@@ -117,29 +143,44 @@ void combine(std::span<T> x, std::span<const weighted_message> in) {
           c[r] = static_cast<T>(dense[m + r]->coef);
           ++r;
         }
-        if (enc == value_encoding::f32) detail::add_raw_run<T, float>(xp, p, c, r, b, e);
-        else detail::add_raw_run<T, double>(xp, p, c, r, b, e);
+        if (enc == value_encoding::f32) detail::add_raw_run<T, float>(out, p, c, r, b, e);
+        else detail::add_raw_run<T, double>(out, p, c, r, b, e);
         m += r;
       } else {
         const message& msg = *dense[m]->msg;
         const T c = static_cast<T>(dense[m]->coef);
-        for (std::size_t l = b; l < e; ++l) xp[l] += c * msg.value_at<T>(l);
+        for (std::size_t l = b; l < e; ++l) out[l - b] += c * msg.value_at<T>(l);
         ++m;
       }
     }
     for (std::size_t s = 0; s < sparse.size(); ++s) {
-      const message& msg = *sparse[s]->msg;
       const T c = static_cast<T>(sparse[s]->coef);
-      const std::uint32_t* idx = msg.indices.data();
-      std::size_t j = cursor[s];
-      if (msg.value_enc == value_encoding::f32) {
-        for (; j < msg.count && idx[j] < e; ++j) xp[idx[j]] += c * static_cast<T>(detail::load_raw<float>(msg.payload.data(), j));
-      } else {
-        for (; j < msg.count && idx[j] < e; ++j) xp[idx[j]] += c * msg.value_at<T>(j);
-      }
-      cursor[s] = j;
+      detail::for_each_value_below<T>(*sparse[s]->msg, b, e, cursor[s],
+                                      [out, b, c](std::size_t l, T q) { out[l - b] += c * q; });
     }
   }
+
+  std::size_t capacity_bytes() const noexcept {
+    return (dense.capacity() + sparse.capacity()) * sizeof(void*) + cursor.capacity() * sizeof(std::size_t);
+  }
+};
+
+/// x += sum_m coef_m * q_m over the messages (all of dimension x.size(); checked). One pass over
+/// x in cache-sized blocks: per block, dense messages in list order (up to four at a time, x held
+/// in a register), then the sparse messages' entries that fall in the block, in list order.
+template <tensor_element T>
+void combine(std::span<T> x, std::span<const weighted_message> in, combine_scratch& scratch) {
+  scratch.prepare(in, x.size());
+  const std::size_t d = x.size();
+  for (std::size_t b = 0; b < d; b += detail::combine_block)
+    scratch.add_block<T>(x.data() + b, b, std::min(d, b + detail::combine_block));
+}
+
+/// combine() with its own scratch.
+template <tensor_element T>
+void combine(std::span<T> x, std::span<const weighted_message> in) {
+  combine_scratch scratch;
+  combine<T>(x, in, scratch);
 }
 
 }  // namespace v0

@@ -1,8 +1,7 @@
-// sparsepush/transport/transport.hpp: what a transport carries. Each round, every node hands the
-// transport one compressed message q_j, its push-sum weight u_j and its column of W(t) (sender-side
-// shares); the transport delivers to each receiver i the envelopes (j, W[i][j], u_j, q_j). The
-// receiver needs no knowledge of its in-neighbours: it sums what arrives. An envelope's header
-// (sender u32, round u32, share f64, weight f64) travels beside the message's own wire bytes.
+// sparsepush/transport/transport.hpp: the whole-round view of a network, kept for code written
+// against it: each round every node hands over one outbox (its message q_j, weight u_j and column
+// of W(t), self-edge included) and receives the envelopes (j, W[i][j], u_j, q_j) addressed to it,
+// ascending by sender. New code uses one endpoint per node (endpoint.hpp).
 #pragma once
 
 #include <concepts>
@@ -12,26 +11,16 @@
 
 #include "../message.hpp"
 #include "../topology/graph.hpp"
+#include "endpoint.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
-
-/// Bytes of an envelope's header: sender, round, share W[i][j], push-sum weight u_j.
-inline constexpr std::size_t envelope_header_bytes = 4 + 4 + 8 + 8;
 
 /// What one node pushes in a round: its message, weight and column of W (self-edge included).
 struct outbox {
   const message* msg = nullptr;
   double u = 1.0;
   std::span<const out_edge> edges;
-};
-
-/// What arrives at a node: the sender, the share it assigned, its weight and its message.
-struct envelope {
-  std::uint32_t from = 0;
-  double share = 0.0;
-  double u = 1.0;
-  const message* msg = nullptr;
 };
 
 /// A transport delivers a round's outboxes (one per node) into inboxes (one per node), excluding

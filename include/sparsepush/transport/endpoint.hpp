@@ -1,0 +1,115 @@
+// sparsepush/transport/endpoint.hpp: one node's link to the network (ALGORITHMS.md, sender-side
+// weighting). In round t node j posts one envelope (j, t, W[i][j], u_j, q_j) to each out-neighbour
+// i; node i then collects round t's envelopes from exactly its in-neighbours and sums what arrived.
+// On the wire an envelope is a 24-byte header (sender u32, round u32, share f64, weight f64, all
+// little-endian) followed by encode(q_j); the byte ledger counts exactly that frame.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../message.hpp"
+#include "../topology/graph.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Bytes of an envelope's header: sender, round, share W[i][j], push-sum weight u_j.
+inline constexpr std::size_t envelope_header_bytes = 4 + 4 + 8 + 8;
+
+/// A transport failed: a message did not arrive in time, arrived from an unexpected sender, or
+/// the network refused it. The text names the round, the sender and the receiver.
+class transport_error : public error {
+ public:
+  using error::error;
+};
+
+/// What arrives at a node: the sender, the share it assigned, its weight and its message.
+struct envelope {
+  std::uint32_t from = 0;
+  double share = 0.0;
+  double u = 1.0;
+  const message* msg = nullptr;
+};
+
+/// A node's received envelopes for one round, ascending by sender, and the storage of the
+/// messages decoded from bytes (transports that copy; by-reference transports leave it empty).
+struct inbox {
+  std::vector<envelope> envelopes;
+  std::vector<message> decoded;
+
+  void clear() noexcept { envelopes.clear(); }
+  /// Bytes of buffer this inbox keeps between rounds.
+  std::size_t capacity_bytes() const noexcept {
+    std::size_t b = envelopes.capacity() * sizeof(envelope) + decoded.capacity() * sizeof(message);
+    for (const auto& m : decoded)
+      b += m.indices.capacity() * sizeof(std::uint32_t) + m.payload.capacity();
+    return b;
+  }
+};
+
+/// One node's endpoint: post this round's message to the out-neighbours (self-edge skipped), then
+/// collect this round's envelopes from exactly the in-neighbours (self entry skipped), in
+/// ascending sender order whatever the arrival order.
+template <class E>
+concept endpoint = requires(E& ep, std::uint32_t round, std::span<const out_edge> out, double u,
+                            const message& m, std::span<const in_edge> in, inbox& box) {
+  { ep.node() } -> std::convertible_to<std::uint32_t>;
+  ep.post(round, out, u, m);
+  ep.collect(round, in, box);
+};
+
+namespace detail {
+inline void put_f64(std::byte* p, double v) noexcept {
+  const auto bits = std::bit_cast<std::uint64_t>(v);
+  put_u32(p, static_cast<std::uint32_t>(bits));
+  put_u32(p + 4, static_cast<std::uint32_t>(bits >> 32));
+}
+inline double get_f64(const std::byte* p) noexcept {
+  return std::bit_cast<double>(std::uint64_t{get_u32(p)} | (std::uint64_t{get_u32(p + 4)} << 32));
+}
+}  // namespace detail
+
+/// The header of an encoded envelope.
+struct envelope_header {
+  std::uint32_t from = 0;
+  std::uint32_t round = 0;
+  double share = 0.0;
+  double u = 1.0;
+};
+
+/// Append the frame of one envelope (header, then encode(m)) to out.
+inline void encode_envelope(const envelope_header& h, const message& m, std::vector<std::byte>& out) {
+  const std::size_t at = out.size();
+  out.resize(at + envelope_header_bytes);
+  std::byte* p = out.data() + at;
+  detail::put_u32(p, h.from);
+  detail::put_u32(p + 4, h.round);
+  detail::put_f64(p + 8, h.share);
+  detail::put_f64(p + 16, h.u);
+  encode(m, out);
+}
+
+/// Parse one envelope frame: the header is returned, the message is decoded (and fully
+/// validated) into m. A share or weight that is not finite, or a short frame, is a decode_error.
+inline envelope_header decode_envelope(std::span<const std::byte> frame, message& m) {
+  if (frame.size() < envelope_header_bytes)
+    throw decode_error("envelope of " + std::to_string(frame.size()) + " bytes is shorter than its " +
+                           std::to_string(envelope_header_bytes) + "-byte header",
+                       frame.size());
+  const std::byte* p = frame.data();
+  envelope_header h{detail::get_u32(p), detail::get_u32(p + 4), detail::get_f64(p + 8),
+                    detail::get_f64(p + 16)};
+  if (!(std::isfinite(h.share) && h.share >= 0.0 && h.share <= 1.0))
+    throw decode_error("envelope share is not in [0, 1]", 8);
+  if (!(std::isfinite(h.u) && h.u > 0.0)) throw decode_error("envelope weight is not finite and positive", 16);
+  decode(frame.subspan(envelope_header_bytes), m);
+  return h;
+}
+
+}  // namespace v0
+}  // namespace sparsepush

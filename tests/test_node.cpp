@@ -1,0 +1,432 @@
+// Tests of one node as the unit (gossip/node.hpp, transport/loopback.hpp): nodes on their own
+// threads over an encoded loopback give the group's bits; the loopback's encoded mode gives the
+// by-reference bits for SP top-K+int8, SGP, SCSP and CHOCO; every error path of a round leaves
+// every node and the ledger as they were; the loopback's own errors name round, sender and
+// receiver; the algorithms run on a user tensor type with a user compressor.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <sparsepush/sparsepush.hpp>
+
+#include "test_util.hpp"
+
+using namespace sparsepush;
+
+namespace {
+using vec = std::vector<double>;
+
+std::vector<vec> random_models(std::size_t n, std::size_t d, unsigned seed) {
+  std::vector<vec> x;
+  for (std::size_t i = 0; i < n; ++i) x.push_back(test::gaussian<double>(d, seed + static_cast<unsigned>(i)));
+  return x;
+}
+
+/// A deterministic oracle: node i pulls towards its own target, p = x - b_i (plus a round term).
+gradient_oracle<double> pull_oracle(std::size_t d) {
+  return [d](std::uint32_t i, std::uint32_t t, std::span<const double> x, std::span<double> p) {
+    for (std::size_t l = 0; l < d; ++l) p[l] = x[l] - std::sin(0.1 * double(l * (i + 1)) + 0.01 * t);
+  };
+}
+
+bool same_bits(std::span<const double> a, std::span<const double> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+template <class A>
+void require_same_models(const A& a, const A& b) {
+  for (std::size_t i = 0; i < a.num_nodes(); ++i) REQUIRE(same_bits(a.model(i), b.model(i)));
+}
+}  // namespace
+
+TEST_CASE("encoded loopback gives the by-reference bits for SP top-K+int8, SGP, SCSP and CHOCO", "[gossip][transport]") {
+  const std::size_t n = 8, d = 300;
+  const auto x0 = random_models(n, d, 3);
+  const auto oracle = pull_oracle(d);
+  const sparse_push_options enc{.threads = 2, .seed = 5, .network = {.mode = loopback_mode::encoded}};
+  const sparse_push_options ref{.threads = 2, .seed = 5};
+  auto run = [&](auto& alg, std::uint32_t rounds) {
+    for (std::uint32_t t = 0; t < rounds; ++t) alg.round(t, oracle, 0.05);
+  };
+  SECTION("SP top-K+int8 on the time-varying ring") {
+    const auto ph = sparse_push_phases(parse_compressor("top-k:0.05+int8"), 0.1);
+    sparse_push<double> a(x0, parse_schedule("time-varying-ring", n), ph, ref);
+    sparse_push<double> b(x0, parse_schedule("time-varying-ring", n), ph, enc);
+    run(a, 30);
+    run(b, 30);
+    require_same_models(a, b);
+    REQUIRE(a.bytes_sent() == b.bytes_sent());
+  }
+  SECTION("SGP on the exponential graph") {
+    sparse_push<double> a(x0, parse_schedule("exponential", n), sgp_phases(), ref);
+    sparse_push<double> b(x0, parse_schedule("exponential", n), sgp_phases(), enc);
+    run(a, 30);
+    run(b, 30);
+    require_same_models(a, b);
+  }
+  SECTION("SCSP with random-K and random out-peers") {
+    const auto ph = scsp_phases(parse_compressor("random-k:0.1+fp16"), 0.05, 20, 6);
+    sparse_push<double> a(x0, parse_schedule("random:2", n, 4), ph, ref);
+    sparse_push<double> b(x0, parse_schedule("random:2", n, 4), ph, enc);
+    run(a, 26);
+    run(b, 26);
+    require_same_models(a, b);
+  }
+  SECTION("CHOCO with top-K, both forms") {
+    for (auto form : {choco_form::weighted_sum, choco_form::per_neighbour}) {
+      choco<double> a(x0, parse_schedule("undirected-ring", n),
+                      {.consensus_step = 0.4, .compressor = parse_compressor("top-k:0.1"), .form = form, .threads = 2});
+      choco<double> b(x0, parse_schedule("undirected-ring", n),
+                      {.consensus_step = 0.4, .compressor = parse_compressor("top-k:0.1"), .form = form, .threads = 2,
+                       .network = {.mode = loopback_mode::encoded}});
+      run(a, 30);
+      run(b, 30);
+      require_same_models(a, b);
+      REQUIRE(a.bytes_sent() == b.bytes_sent());
+    }
+  }
+}
+
+TEST_CASE("nodes on their own threads over an encoded loopback give the group's bits", "[gossip][transport]") {
+  const std::size_t n = 6, d = 500;
+  const auto x0 = random_models(n, d, 11);
+  const auto sched = parse_schedule("time-varying-ring", n);
+  const auto comp = parse_compressor("top-k:0.05");
+  const std::uint32_t rounds = 25;
+  auto direction = [d](std::uint32_t i, std::uint32_t t) {
+    vec p(d);
+    for (std::size_t l = 0; l < d; ++l) p[l] = std::cos(0.3 * double(l) + i + 0.1 * t);
+    return p;
+  };
+  // the group, in lockstep
+  push_sum_group<vec> group(x0, {.eta = 0.3, .threads = 1, .seed = 2});
+  in_process_network gnet(n);
+  std::vector<vec> dirs(n);
+  for (std::uint32_t t = 0; t < rounds; ++t) {
+    for (std::uint32_t i = 0; i < n; ++i) dirs[i] = direction(i, t);
+    group.round(sched, comp, gnet, t, {0.3, dirs, 0.1});
+  }
+  // one node per thread, free running
+  loopback_network net(n, {.mode = loopback_mode::encoded});
+  std::vector<vec> result(n);
+  std::vector<double> us(n);
+  {
+    std::vector<std::jthread> threads;
+    for (std::uint32_t i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        push_sum_node<vec> node(x0[i], {.id = i, .seed = 2});
+        auto ep = net.endpoint(i);
+        for (std::uint32_t t = 0; t < rounds; ++t) {
+          const vec p = direction(i, t);
+          node.round(t, sched, comp, ep, {.eta = 0.3, .direction = p, .gamma = 0.1});
+        }
+        result[i] = node.tensor();
+        us[i] = node.u();
+      });
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(same_bits(result[i], group.x(i)));
+    REQUIRE(us[i] == group.u(i));
+  }
+  REQUIRE(net.total_bytes() == gnet.total_bytes());
+  REQUIRE(net.total_messages() == gnet.total_messages());
+}
+
+TEST_CASE("collect hands envelopes over in ascending sender order whatever the arrival order", "[transport]") {
+  const std::size_t n = 5, d = 40;
+  loopback_network net(n);
+  std::vector<message> msgs(n);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const auto v = test::gaussian<double>(d, 30 + j);
+    identity{}.compress(std::span<const double>(v), msgs[j], {0, j, 0});
+  }
+  // every node pushes to node 0; post in descending order
+  for (std::uint32_t j = n; j-- > 1;) {
+    const std::vector<out_edge> col{{j, 0.5}, {0, 0.5}};
+    net.endpoint(j).post(3, col, 1.0 + j, msgs[j]);
+  }
+  std::vector<in_edge> row{{0, 1.0}};
+  for (std::uint32_t j = 1; j < n; ++j) row.push_back({j, 0.5});
+  inbox box;
+  net.endpoint(0).collect(3, row, box);
+  REQUIRE(box.envelopes.size() == n - 1);
+  for (std::uint32_t k = 0; k < n - 1; ++k) {
+    REQUIRE(box.envelopes[k].from == k + 1);
+    REQUIRE(box.envelopes[k].u == 1.0 + (k + 1));
+    REQUIRE(box.envelopes[k].msg == &msgs[k + 1]);
+  }
+  REQUIRE(net.total_bytes() == (n - 1) * (envelope_header_bytes + msgs[1].wire_bytes()));
+}
+
+TEST_CASE("the loopback names round, sender and receiver when an envelope is missing or unexpected", "[transport]") {
+  message m;
+  const vec v(10, 1.0);
+  identity{}.compress(std::span<const double>(v), m, {});
+  const std::vector<in_edge> row{{0, 0.5}, {2, 0.5}};
+  SECTION("missing: a timeout, not a hang") {
+    loopback_network net(3, {.timeout = std::chrono::milliseconds(50)});
+    inbox box;
+    REQUIRE_THROWS_AS(net.endpoint(0).collect(7, row, box), transport_error);
+    try {
+      net.endpoint(0).collect(7, row, box);
+    } catch (const transport_error& e) {
+      const std::string what = e.what();
+      REQUIRE_THAT(what, Catch::Contains("round 7") && Catch::Contains("node 0") && Catch::Contains("node(s) 2"));
+    }
+  }
+  SECTION("unexpected sender") {
+    loopback_network net(3);
+    const std::vector<out_edge> c1{{1, 0.5}, {0, 0.5}}, c2{{2, 0.5}, {0, 0.5}};
+    net.endpoint(1).post(4, c1, 1.0, m);
+    net.endpoint(2).post(4, c2, 1.0, m);
+    inbox box;
+    REQUIRE_THROWS_WITH(net.endpoint(0).collect(4, std::vector<in_edge>{{0, 0.5}, {1, 0.5}}, box),
+                        Catch::Contains("round 4") && Catch::Contains("from node 2") &&
+                            Catch::Contains("does not list"));
+  }
+  SECTION("rounds never mix") {
+    loopback_network net(3, {.timeout = std::chrono::milliseconds(50)});
+    const std::vector<out_edge> c2{{2, 0.5}, {0, 0.5}};
+    net.endpoint(2).post(5, c2, 1.0, m);  // round 5 is there, round 4 is not
+    inbox box;
+    REQUIRE_THROWS_WITH(net.endpoint(0).collect(4, std::vector<in_edge>{{0, 0.5}, {2, 0.5}}, box),
+                        Catch::Contains("round 4"));
+    net.endpoint(0).collect(5, std::vector<in_edge>{{0, 0.5}, {2, 0.5}}, box);
+    REQUIRE(box.envelopes.size() == 1);
+  }
+  SECTION("bad settings and nodes") {
+    REQUIRE_THROWS_AS(loopback_network(3, {.timeout = std::chrono::milliseconds(0)}), config_error);
+    loopback_network net(3);
+    REQUIRE_THROWS_WITH(net.endpoint(3), Catch::Contains("node 3"));
+  }
+}
+
+TEST_CASE("an envelope frame round-trips and rejects bad headers", "[transport]") {
+  message m;
+  const vec v = test::gaussian<double>(64, 9);
+  top_k{k_spec::count(5)}.compress(std::span<const double>(v), m, {});
+  std::vector<std::byte> frame;
+  encode_envelope({3, 17, 0.25, 1.5}, m, frame);
+  REQUIRE(frame.size() == envelope_header_bytes + m.wire_bytes());
+  message back;
+  const auto h = decode_envelope(frame, back);
+  REQUIRE((h.from == 3 && h.round == 17 && h.share == 0.25 && h.u == 1.5));
+  REQUIRE(encode(back) == encode(m));
+  // header fields at their documented offsets, little-endian
+  REQUIRE(std::to_integer<int>(frame[0]) == 3);
+  REQUIRE(std::to_integer<int>(frame[4]) == 17);
+  double share = 0;
+  std::memcpy(&share, frame.data() + 8, 8);
+  REQUIRE(share == 0.25);
+  auto bad = frame;
+  const double nan = std::nan("");
+  std::memcpy(bad.data() + 16, &nan, 8);
+  REQUIRE_THROWS_AS(decode_envelope(bad, back), decode_error);
+  REQUIRE_THROWS_AS(decode_envelope(std::span<const std::byte>(frame).first(10), back), decode_error);
+  REQUIRE(encode(back) == encode(m));  // untouched by the failed decodes
+}
+
+namespace {
+/// Everything a round could change, for all nodes and the ledger.
+struct snapshot {
+  std::vector<vec> x, e;
+  std::vector<double> u;
+  std::vector<std::vector<std::byte>> msg;
+  std::size_t bytes = 0, messages = 0, trace = 0;
+  friend bool operator==(const snapshot&, const snapshot&) = default;
+};
+snapshot take(const push_sum_group<vec>& g, const in_process_network& net) {
+  snapshot s;
+  for (std::size_t i = 0; i < g.num_nodes(); ++i) {
+    s.x.emplace_back(g.x(i).begin(), g.x(i).end());
+    s.e.emplace_back(g.residual(i).begin(), g.residual(i).end());
+    s.u.push_back(g.u(i));
+    s.msg.push_back(g.last_message(i).dim ? encode(g.last_message(i)) : std::vector<std::byte>{});
+  }
+  s.bytes = net.total_bytes();
+  s.messages = net.total_messages();
+  s.trace = net.trace().size();
+  return s;
+}
+
+/// A schedule of 4 nodes whose round 1 has a defect chosen by `bad`.
+struct faulty_schedule {
+  int bad = 0;
+  std::size_t num_nodes() const { return 4; }
+  std::size_t period() const { return 2; }
+  void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
+    out.assign({{node, 0.5}, {(node + 1) % 4, 0.5}});
+    if (round % 2 == 1 && node == 2) {
+      if (bad == 1) out = {{3, 1.0}};                 // no self-loop
+      if (bad == 2) out = {{2, 0.5}, {9, 0.5}};       // receiver out of range
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("every error path of a round leaves every node, message and the ledger as they were", "[gossip]") {
+  const std::size_t n = 4, d = 50;
+  push_sum_group<vec> g(random_models(n, d, 21), {.eta = 0.5, .threads = 2, .seed = 1});
+  in_process_network net(n, {.trace = true});
+  const auto sched = parse_schedule("exponential", n);
+  const auto comp = parse_compressor("top-k:0.2");
+  std::vector<vec> dirs(n, vec(d, 0.1));
+  g.round(sched, comp, net, 0, {0.5, dirs, 0.1});  // a good round first: e and messages are set
+  const snapshot before = take(g, net);
+  using step = push_sum_group<vec>::step;
+  auto dirs_nan = dirs;
+  dirs_nan[2][7] = std::nan("");
+  auto dirs_short = dirs;
+  dirs_short[1].resize(d - 1);
+  auto dirs_inf = dirs;
+  dirs_inf[3][0] = 1e308;  // x - gamma p overflows at gamma = -1e10
+  const std::vector<vec> too_few(n - 1, vec(d, 0.0));
+  top_k per_layer{k_spec::fraction(0.1)};
+  per_layer.segments = {0, 30, 20};
+  struct bad_case {
+    const char* name;
+    std::function<void()> run;
+    const char* says;
+  };
+  const std::vector<bad_case> cases{
+      {"eta 0", [&] { g.round(sched, comp, net, 1, step{0.0, dirs, 0.1}); }, "eta"},
+      {"eta > 1", [&] { g.round(sched, comp, net, 1, step{1.5, {}, 0.0}); }, "eta"},
+      {"NaN direction", [&] { g.round(sched, comp, net, 1, step{0.5, dirs_nan, 0.1}); }, "index 7"},
+      {"short direction", [&] { g.round(sched, comp, net, 1, step{0.5, dirs_short, 0.1}); }, "node 1"},
+      {"too few directions", [&] { g.round(sched, comp, net, 1, step{0.5, too_few, 0.1}); }, "3 local directions"},
+      {"NaN learning rate", [&] { g.round(sched, comp, net, 1, step{0.5, dirs, std::nan("")}); }, "learning rate"},
+      {"overflowing step", [&] { g.round(sched, comp, net, 1, step{0.5, dirs_inf, -1e10}); }, "node 3"},
+      {"k > d", [&] { g.round(sched, top_k{k_spec::count(d + 1)}, net, 1, step{0.5, dirs, 0.1}); }, "exceeds"},
+      {"bad segments", [&] { g.round(sched, per_layer, net, 1, step{0.5, dirs, 0.1}); }, "segment"},
+      {"schedule size", [&] { g.round(parse_schedule("exponential", 5), comp, net, 1, step{0.5, dirs, 0.1}); }, "5 nodes"},
+      {"network size", [&] {
+         in_process_network other(5);
+         g.round(sched, comp, other, 1, step{0.5, dirs, 0.1});
+       }, "network has 5"},
+      {"missing self-loop", [&] { g.round(faulty_schedule{1}, comp, net, 1, step{0.5, dirs, 0.1}); }, "self-loop"},
+      {"receiver out of range", [&] { g.round(faulty_schedule{2}, comp, net, 1, step{0.5, dirs, 0.1}); }, "node 9"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    REQUIRE_THROWS_WITH(c.run(), Catch::Contains(c.says));
+    REQUIRE(take(g, net) == before);
+  }
+  g.round(sched, comp, net, 1, {0.5, dirs, 0.1});  // and the group still runs
+  REQUIRE(!(take(g, net) == before));
+}
+
+TEST_CASE("sparse_push and choco refuse a bad compressor before any node moves", "[algorithm]") {
+  const std::size_t n = 4, d = 30;
+  const auto x0 = random_models(n, d, 8);
+  const auto oracle = pull_oracle(d);
+  sparse_push<double> sp(x0, parse_schedule("exponential", n), sparse_push_phases(top_k{k_spec::count(d + 5)}, 0.5));
+  REQUIRE_THROWS_WITH(sp.round(0, oracle, 0.1), Catch::Contains("exceeds the tensor size d = 30"));
+  choco<double> ch(x0, parse_schedule("undirected-ring", n), {.compressor = top_k{k_spec::count(d + 5)}});
+  REQUIRE_THROWS_WITH(ch.round(0, oracle, 0.1), Catch::Contains("exceeds"));
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(sp.model(i) == x0[i]);
+    REQUIRE(ch.model(i) == x0[i]);
+  }
+  REQUIRE(sp.bytes_sent() == 0);
+  REQUIRE(ch.bytes_sent() == 0);
+}
+
+TEST_CASE("state_bytes counts the scratch a node keeps", "[gossip]") {
+  const std::size_t d = 20000;
+  push_sum_node<std::vector<float>> node(std::vector<float>(d, 1.0f), {.id = 0});
+  const std::size_t fresh = node.state_bytes();
+  REQUIRE(fresh >= 2 * d * sizeof(float) + sizeof(double));  // x and e at least
+  const auto sched = parse_schedule("directed-ring", 2);
+  loopback_network net(2, {.timeout = std::chrono::milliseconds(100)});
+  auto ep = net.endpoint(0);
+  // a lone node on a 2-node ring: its post goes out, its collect would wait for node 1, so run the steps
+  std::vector<out_edge> col;
+  sched.out_edges(0, 0, col);
+  const std::vector<float> p(d, 0.5f);
+  node.check(0, top_k{k_spec::fraction(0.01)}, col, {.eta = 0.5, .direction = p, .gamma = 0.1});
+  node.local_step(p, 0.1);
+  node.compress(top_k{k_spec::fraction(0.01)}, 0);
+  node.post(ep, 0, col);
+  node.mix(0.5, node.self_share(col));
+  // the top-K histogram, candidates and message buffers are now part of the node's state
+  REQUIRE(node.state_bytes() >= fresh + node.outgoing().indices.size() * 4 + node.outgoing().payload.size());
+  REQUIRE(node.state_bytes() > fresh + 1024 * sizeof(std::uint32_t));
+}
+
+// ---- a user tensor type and a user compressor, through every algorithm ---------------------
+
+namespace {
+/// A tensor with no range interface.
+struct user_tensor {
+  std::shared_ptr<double[]> p;
+  std::size_t n = 0;
+  user_tensor() = default;
+  explicit user_tensor(const vec& v) : p(new double[v.size()]), n(v.size()) { std::copy(v.begin(), v.end(), p.get()); }
+  user_tensor(const user_tensor& o) : p(new double[o.n]), n(o.n) { std::copy(o.p.get(), o.p.get() + o.n, p.get()); }
+  user_tensor& operator=(const user_tensor& o) {
+    user_tensor t(o);
+    p = t.p;
+    n = t.n;
+    return *this;
+  }
+};
+}  // namespace
+
+template <>
+struct sparsepush::tensor_traits<user_tensor> {
+  using value_type = double;
+  static double* data(user_tensor& t) { return t.p.get(); }
+  static const double* data(const user_tensor& t) { return t.p.get(); }
+  static std::size_t size(const user_tensor& t) { return t.n; }
+};
+
+namespace {
+/// A user compressor with only the 3-argument compress (no workspace, no fused feedback): the
+/// generic error-feedback path v = x + e; q = C(v); e = v - q must give the fused top-K's bits.
+struct my_top_half {
+  template <class T>
+  void compress(std::span<const T> v, message& m, const context& ctx) const {
+    top_k{k_spec::count(v.size() / 2)}.compress(v, m, ctx);
+  }
+};
+}  // namespace
+
+TEST_CASE("SCSP, CHOCO and centralized run on a user tensor type with a user compressor", "[algorithm]") {
+  const std::size_t n = 8, d = 40;
+  const auto xs = random_models(n, d, 13);
+  std::vector<user_tensor> ut;
+  for (const auto& x : xs) ut.emplace_back(x);
+  const auto oracle = pull_oracle(d);
+  // the user compressor through the generic path equals top-K(d/2) through any_compressor
+  const auto ph_user = scsp_phases<my_top_half>(my_top_half{}, 0.1, 30, 8);
+  const auto ph_ref = scsp_phases(top_k{k_spec::count(d / 2)}, 0.1, 30, 8);
+  sparse_push<user_tensor, my_top_half> a(ut, parse_schedule("time-varying-ring", n), ph_user, {.threads = 2});
+  sparse_push<double> b(xs, parse_schedule("time-varying-ring", n), ph_ref, {.threads = 2});
+  for (std::uint32_t t = 0; t < 38; ++t) {
+    a.round(t, oracle, 0.05);
+    b.round(t, oracle, 0.05);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const user_tensor m = a.model(i);
+    REQUIRE(same_bits(as_const_span(m), b.model(i)));
+  }
+  REQUIRE(a.group().consensus_distance() < 1e-9);  // SCSP's final rounds averaged exactly
+  const auto rep = report<double>(a, 37);
+  REQUIRE(rep.parameter_divergence < 1e-9);
+  REQUIRE(rep.bytes_sent == b.bytes_sent());
+
+  choco<user_tensor, my_top_half> c(ut, parse_schedule("undirected-ring", n), {.consensus_step = 0.3});
+  choco<double> c_ref(xs, parse_schedule("undirected-ring", n),
+                      {.consensus_step = 0.3, .compressor = top_k{k_spec::count(d / 2)}});
+  centralized<user_tensor> z(ut[0], n);
+  centralized<double> z_ref(xs[0], n);
+  for (std::uint32_t t = 0; t < 20; ++t) {
+    c.round(t, oracle, 0.05);
+    c_ref.round(t, oracle, 0.05);
+    z.round(t, oracle, 0.05);
+    z_ref.round(t, oracle, 0.05);
+  }
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(same_bits(as_const_span(c.model(i)), c_ref.model(i)));
+  REQUIRE(same_bits(as_const_span(z.model(0)), z_ref.model(0)));
+}
