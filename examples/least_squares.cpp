@@ -160,22 +160,32 @@ int main(int argc, char** argv) {
         rounds + final_rounds);
   }
 
-  // Per-node state after one round at a large d (fp32 models, top-1%), zero gradients.
-  std::printf("\nper-node state at d = %zu (float): x, residual/copies, weight and the outgoing message\n\n", mem_d);
-  std::printf("| algorithm | bytes per node | in units of 4d |\n|---|---|---|\n");
+  // Per-node state after one round at a large d (fp32 models, top-1%), zero gradients: the
+  // algorithm's tensors (x, residual or copies, u) and the buffers a node reuses every round
+  // (its message, inbox and scratch: the mixing block, its share of the compressor workspaces
+  // the group lends, one per thread).
+  std::printf("\nper-node state at d = %zu (float), after one round\n\n", mem_d);
+  std::printf("| algorithm | model state bytes | buffer bytes | total | total in units of 4d |\n|---|---|---|---|---|\n");
   const std::size_t mn = 4;
-  const std::vector<std::vector<float>> big(mn, std::vector<float>(mem_d, 1.0f));
+  std::vector<std::vector<float>> big(mn, std::vector<float>(mem_d));
+  for (std::size_t i = 0; i < mn; ++i)
+    for (std::size_t l = 0; l < mem_d; ++l) big[i][l] = std::sin(0.37f * static_cast<float>(l + 1) * static_cast<float>(i + 1));
   sp::gradient_oracle<float> zero = [](std::uint32_t, std::uint32_t, std::span<const float>, std::span<float>) {};
-  auto mem_row = [&](const char* name, auto&& alg) {
+  auto mem_row = [&](const char* name, auto&& alg, auto&& node) {
     alg.round(0, zero, 0.1);
-    std::printf("| %s | %zu | %.2f |\n", name, alg.state_bytes(0),
-                static_cast<double>(alg.state_bytes(0)) / (4.0 * static_cast<double>(mem_d)));
+    std::printf("| %s | %zu | %zu | %zu | %.2f |\n", name, node(alg).model_bytes(),
+                alg.state_bytes(0) - node(alg).model_bytes(), alg.state_bytes(0), static_cast<double>(alg.state_bytes(0)) / (4.0 * static_cast<double>(mem_d)));
   };
+  auto sp_node = [](const auto& a) -> const auto& { return a.group().node(0); };
+  auto choco_node = [](const auto& a) -> const auto& { return a.node(0); };
   const auto mring = sp::parse_schedule("undirected-ring", mn);
-  mem_row("SGP", sp::sparse_push<float>(big, mring, sp::sgp_phases()));
-  mem_row("SP top-1%", sp::sparse_push<float>(big, mring, sp::sparse_push_phases(sp::parse_compressor("top-k:0.01"), 0.01)));
-  mem_row("CHOCO top-1% (x, xp, s)", sp::choco<float>(big, mring, {.compressor = sp::parse_compressor("top-k:0.01")}));
+  mem_row("SGP", sp::sparse_push<float>(big, mring, sp::sgp_phases()), sp_node);
+  mem_row("SP top-1%", sp::sparse_push<float>(big, mring, sp::sparse_push_phases(sp::parse_compressor("top-k:0.01"), 0.01)),
+          sp_node);
+  mem_row("CHOCO top-1% (x, xp, s)", sp::choco<float>(big, mring, {.compressor = sp::parse_compressor("top-k:0.01")}),
+          choco_node);
   mem_row("CHOCO top-1% (one copy per neighbour, ring: 2)",
-          sp::choco<float>(big, mring, {.compressor = sp::parse_compressor("top-k:0.01"), .form = sp::choco_form::per_neighbour}));
+          sp::choco<float>(big, mring, {.compressor = sp::parse_compressor("top-k:0.01"), .form = sp::choco_form::per_neighbour}),
+          choco_node);
   return 0;
 }

@@ -120,6 +120,12 @@ class choco_node {
   /// x_i' = x_i - gamma g_i;  q_i = C(x_i' - xp_i);  xp_i += q_i.
   template <class C>
   void local_step_and_compress(const C& comp, std::uint32_t t, std::span<const T> g, double gamma) {
+    local_step_and_compress(comp, t, g, gamma, ws_);
+  }
+  /// The same with a compressor workspace lent by the caller (one per thread in a group).
+  template <class C>
+  void local_step_and_compress(const C& comp, std::uint32_t t, std::span<const T> g, double gamma,
+                               compress_workspace<T>& ws) {
     const auto x = this->x();
     const T gm = static_cast<T>(gamma);
     diff_.resize(d_);
@@ -127,7 +133,7 @@ class choco_node {
       x[l] = x[l] - gm * g[l];
       diff_[l] = x[l] - xp_[l];
     }
-    compress_with<T>(comp, std::span<const T>(diff_), msg_, context{seed_, id_, t}, ws_);
+    compress_with<T>(comp, std::span<const T>(diff_), msg_, context{seed_, id_, t}, ws);
     for_each_value<T>(msg_, [this](std::uint32_t l, T q) { xp_[l] += q; });
   }
 
@@ -200,7 +206,8 @@ class choco {
   using options_type = basic_choco_options<C>;
 
   choco(std::vector<tensor_type> x0, S sched, options_type opt = {})
-      : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), net_(x0.size(), opt_.network) {
+      : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), ws_(pool_.size()),
+        net_(x0.size(), opt_.network) {
     detail::require_algorithm_tensor<tensor_type>();
     const std::size_t n = x0.size();
     if (sched_.num_nodes() != n)
@@ -243,8 +250,8 @@ class choco {
       oracle(static_cast<std::uint32_t>(i), t, nodes_[i].x(), g_[i]);
     });
     pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, g_[i], gamma); });
-    pool_.parallel_for(n, [&](std::size_t i) {
-      nodes_[i].local_step_and_compress(opt_.compressor, t, g_[i], gamma);
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
+      nodes_[i].local_step_and_compress(opt_.compressor, t, g_[i], gamma, ws_[w]);
     });
     for (std::uint32_t i = 0; i < n; ++i) {
       auto ep = net_.endpoint(i);
@@ -275,13 +282,19 @@ class choco {
   std::size_t messages_sent() const noexcept { return net_.total_messages(); }
   /// What the messages sent would cost as fp32 vectors: 4 d bytes each.
   std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_.total_messages(); }
-  /// Bytes of state per node: x, xp, and s or the neighbour copies, plus message and scratch.
-  std::size_t state_bytes(std::size_t i) const { return nodes_.at(i).state_bytes(); }
+  /// Bytes of state per node: x, xp, and s or the neighbour copies, plus message and scratch,
+  /// plus its share of the compressor workspaces lent to the nodes (one per thread).
+  std::size_t state_bytes(std::size_t i) const {
+    std::size_t lent = 0;
+    for (const auto& w : ws_) lent += w.capacity_bytes();
+    return nodes_.at(i).state_bytes() + lent / nodes_.size();
+  }
 
  private:
   S sched_;
   options_type opt_;
   detail::thread_pool pool_;
+  std::vector<compress_workspace<T>> ws_;  ///< one per pool thread, lent to the nodes it runs
   loopback_network net_;
   std::vector<choco_node<tensor_type>> nodes_;
   std::vector<std::vector<T>> g_;

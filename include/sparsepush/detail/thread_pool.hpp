@@ -22,7 +22,7 @@ class thread_pool {
  public:
   explicit thread_pool(std::size_t threads) {
     for (std::size_t t = 1; t < std::max<std::size_t>(threads, 1); ++t)
-      workers_.emplace_back([this](std::stop_token st) { work(st); });
+      workers_.emplace_back([this, t](std::stop_token st) { work(st, t); });
   }
   ~thread_pool() {
     {
@@ -37,8 +37,14 @@ class thread_pool {
   std::size_t size() const noexcept { return workers_.size() + 1; }
 
   void parallel_for(std::size_t n, const std::function<void(std::size_t)>& f) {
+    parallel_for_worker(n, [&f](std::size_t i, std::size_t) { f(i); });
+  }
+
+  /// parallel_for where f(i, w) also gets the index w in [0, size()) of the thread running it
+  /// (0: the caller), so that per-thread scratch can be owned by the caller and lent by index.
+  void parallel_for_worker(std::size_t n, const std::function<void(std::size_t, std::size_t)>& f) {
     if (workers_.empty() || n <= 1) {
-      for (std::size_t i = 0; i < n; ++i) f(i);
+      for (std::size_t i = 0; i < n; ++i) f(i, 0);
       return;
     }
     {
@@ -51,7 +57,7 @@ class thread_pool {
       ++generation_;
     }
     cv_.notify_all();
-    run_items();
+    run_items(0);
     std::unique_lock lock(mu_);
     done_cv_.wait(lock, [this] { return busy_ == 0; });
     job_ = nullptr;
@@ -59,17 +65,17 @@ class thread_pool {
   }
 
  private:
-  void run_items() {
+  void run_items(std::size_t worker) {
     for (std::size_t i; (i = next_.fetch_add(1)) < n_;) {
       try {
-        (*job_)(i);
+        (*job_)(i, worker);
       } catch (...) {
         std::lock_guard lock(mu_);
         if (!error_) error_ = std::current_exception();
       }
     }
   }
-  void work(std::stop_token st) {
+  void work(std::stop_token st, std::size_t worker) {
     std::size_t seen = 0;
     for (;;) {
       {
@@ -78,7 +84,7 @@ class thread_pool {
         if (st.stop_requested()) return;
         seen = generation_;
       }
-      run_items();
+      run_items(worker);
       std::lock_guard lock(mu_);
       if (--busy_ == 0) done_cv_.notify_one();
     }
@@ -87,7 +93,7 @@ class thread_pool {
   std::vector<std::jthread> workers_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(std::size_t)>* job_ = nullptr;
+  const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
   std::size_t n_ = 0;
   std::atomic<std::size_t> next_{0};
   std::size_t busy_ = 0;

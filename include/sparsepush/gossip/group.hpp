@@ -41,7 +41,7 @@ class push_sum_group {
   using node_type = push_sum_node<Tensor>;
 
   push_sum_group(std::vector<Tensor> x0, gossip_options opt = {})
-      : opt_(opt), pool_(opt.threads), cols_(x0.size()), rows_(x0.size()) {
+      : opt_(opt), pool_(opt.threads), ws_(pool_.size()), cols_(x0.size()), rows_(x0.size()) {
     if (x0.empty()) throw config_error("a push-sum group needs at least one node");
     if (!(opt.eta > 0.0 && opt.eta <= 1.0))
       throw config_error("eta must be in (0, 1], got " + std::to_string(opt.eta));
@@ -82,8 +82,13 @@ class push_sum_group {
   /// Run f(i) for every node on the group's threads (f must only touch node i's data).
   void for_each_node(const std::function<void(std::size_t)>& f) { pool_.parallel_for(nodes_.size(), f); }
 
-  /// Bytes of state node i keeps (push_sum_node::state_bytes: x, e, u, message, inbox, scratch).
-  std::size_t state_bytes(std::size_t i) const { return nodes_.at(i).state_bytes(); }
+  /// Bytes of state node i keeps (push_sum_node::state_bytes: x, e, u, message, inbox, scratch)
+  /// plus its share of the compressor workspaces the group lends, one per thread.
+  std::size_t state_bytes(std::size_t i) const {
+    std::size_t lent = 0;
+    for (const auto& w : ws_) lent += w.capacity_bytes();
+    return nodes_.at(i).state_bytes() + lent / nodes_.size();
+  }
 
   /// Per-round settings: the consensus step and an optional local step x_i -= gamma * p_i.
   struct step {
@@ -130,10 +135,10 @@ class push_sum_group {
     // Check every node before any state changes.
     pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, comp, cols_[i], node_step_of(i), n); });
     // Local update and communication.
-    pool_.parallel_for(n, [&](std::size_t i) {
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
       const auto ns = node_step_of(i);
       if (local) nodes_[i].local_step(ns.direction, ns.gamma);
-      nodes_[i].compress(comp, t, st.feedback);
+      nodes_[i].compress(comp, t, st.feedback, ws_[w]);
     });
     for (std::uint32_t i = 0; i < n; ++i) {
       auto ep = net.endpoint(i);
@@ -173,6 +178,7 @@ class push_sum_group {
 
   gossip_options opt_;
   detail::thread_pool pool_;
+  std::vector<compress_workspace<T>> ws_;  ///< one per pool thread, lent to the nodes it runs
   std::vector<node_type> nodes_;
   std::vector<std::vector<out_edge>> cols_;
   std::vector<std::vector<in_edge>> rows_;

@@ -50,6 +50,9 @@ class push_sum_node {
   using value_type = tensor_value_t<Tensor>;
   using T = value_type;
   using step = node_step<T>;
+  /// Coordinates mixed per block: S_i is accumulated for a block in scratch (256 KiB of floats,
+  /// L2 resident), then applied to x while the block is warm.
+  static constexpr std::size_t mix_block = 65536;
 
   explicit push_sum_node(Tensor x0, node_options opt = {}) : opt_(opt), x_(std::move(x0)) {
     d_ = as_const_span(x_).size();
@@ -88,7 +91,7 @@ class push_sum_node {
   /// Bytes of the algorithm's state: x, e (when kept) and u.
   std::size_t model_bytes() const noexcept { return (d_ + residual_.size()) * sizeof(T) + sizeof(double); }
   /// Bytes of the buffers reused every round (capacities): the outgoing message, the inbox,
-  /// the edge lists and the scratch (compressor workspace, mixing block and lists).
+  /// the edge lists and the scratch (its own compressor workspace, mixing block and lists).
   std::size_t buffer_bytes() const noexcept {
     return block_.capacity() * sizeof(T) + message_capacity_bytes(msg_) + inbox_.capacity_bytes() +
            ws_.capacity_bytes() + mix_.capacity() * sizeof(weighted_message) + scratch_.capacity_bytes() +
@@ -137,13 +140,20 @@ class push_sum_node {
   }
 
   /// Step 2: q_i = C(x_i + e_i), e_i = v_i - q_i; without feedback q_i = C(x_i), e_i untouched.
+  /// Uses the node's own compressor workspace.
   template <class C>
   void compress(const C& comp, std::uint32_t t, bool feedback = true) {
+    compress(comp, t, feedback, ws_);
+  }
+  /// The same with a workspace lent by the caller (a group lends one per thread, so that n nodes
+  /// on one thread share one warm histogram instead of n cold ones).
+  template <class C>
+  void compress(const C& comp, std::uint32_t t, bool feedback, compress_workspace<T>& ws) {
     const context ctx{opt_.seed, opt_.id, t};
     if (feedback && opt_.error_feedback)
-      compress_with_feedback<T>(comp, std::span<const T>(x()), std::span<T>(residual_), msg_, ctx, ws_);
+      compress_with_feedback<T>(comp, std::span<const T>(x()), std::span<T>(residual_), msg_, ctx, ws);
     else
-      compress_with<T>(comp, std::span<const T>(x()), msg_, ctx, ws_);
+      compress_with<T>(comp, std::span<const T>(x()), msg_, ctx, ws);
   }
 
   /// Step 3: push (i, W[r][i], u_i, q_i) to every out-neighbour r.
@@ -170,13 +180,13 @@ class push_sum_node {
       u_sum += env.share * env.u;
     }
     scratch_.prepare(mix_, d_);
-    block_.resize(std::min(d_, detail::combine_block));
+    block_.resize(std::min(d_, mix_block));
     const auto xi = x();
     T* s = block_.data();
     std::size_t own = 0;
     const T e = static_cast<T>(eta);
-    for (std::size_t b = 0; b < d_; b += detail::combine_block) {
-      const std::size_t end = std::min(d_, b + detail::combine_block);
+    for (std::size_t b = 0; b < d_; b += mix_block) {
+      const std::size_t end = std::min(d_, b + mix_block);
       std::fill(s, s + (end - b), T(0));
       scratch_.add_block<T>(s, b, end);
       if (eta == 1.0) {
