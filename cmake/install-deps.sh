@@ -9,6 +9,7 @@ packages=(
   catch2 librandom123-dev zlib1g-dev                # tests
   libbenchmark-dev                                  # microbenchmarks
   libboost-graph-dev                                # Boost.Graph adapter
+  openmpi-bin libopenmpi-dev                        # MPI transport (optional for users, tested here)
   dataset-fashion-mnist                             # the data the training examples use
   libcli11-dev nlohmann-json3-dev gnuplot-nox        # sparsepush-train: options, summary, plot
 )

@@ -10,11 +10,16 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
+#include <type_traits>
 #include <sparsepush/data/idx.hpp>
 #include <sparsepush/nn/model.hpp>
 #include <sparsepush/nn/optimizer.hpp>
 #include <sparsepush/sparsepush.hpp>
+#ifdef SPARSEPUSH_HAS_MPI
+#include <sparsepush/transport/mpi.hpp>
+#endif
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -51,6 +56,8 @@ struct config {
   std::string log, summary, plot;
   std::string data = sp::default_fashion_mnist_dir();
   double consensus_step = 0.5;  // CHOCO gamma_c
+  std::string transport = "inprocess";
+  double mpi_timeout = 60;  // seconds
 };
 
 /// Consensus step that keeps model compression stable (ALGORITHMS.md: about 0.01-0.02 at top-1%).
@@ -97,6 +104,88 @@ struct evaluation {
   double avg_node_accuracy = 0, averaged_model_accuracy = 0;
 };
 
+/// Where the nodes run: all in this process, or this rank's block of an MPI run. Rank 0 gathers
+/// what it reports, in node order, so that it computes exactly what one process would.
+struct cluster {
+  int rank = 0, ranks = 1;
+  std::size_t first = 0, local = 0, n = 0;
+#ifdef SPARSEPUSH_HAS_MPI
+  MPI_Comm comm = MPI_COMM_NULL;
+#endif
+  bool mpi() const { return ranks > 1 || mpi_run; }
+  bool root() const { return rank == 0; }
+  bool mpi_run = false;
+
+  /// Every node's value on every rank, from the local block's values.
+  std::vector<double> allgather(const std::vector<double>& mine) const {
+#ifdef SPARSEPUSH_HAS_MPI
+    if (mpi_run) {
+      std::vector<int> counts, displs;
+      layout(counts, displs, 1);
+      std::vector<double> all(n);
+      MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), counts.data(), displs.data(),
+                     MPI_DOUBLE, comm);
+      return all;
+    }
+#endif
+    return mine;
+  }
+  /// Every node's model on rank 0 (empty elsewhere), from the local block's models.
+  std::vector<std::vector<float>> gather_models(std::vector<std::vector<float>> mine, std::size_t d) const {
+#ifdef SPARSEPUSH_HAS_MPI
+    if (mpi_run) {
+      std::vector<float> flat;
+      for (const auto& m : mine) flat.insert(flat.end(), m.begin(), m.end());
+      std::vector<int> counts, displs;
+      layout(counts, displs, d);
+      std::vector<float> all(root() ? n * d : 0);
+      MPI_Gatherv(flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, all.data(), counts.data(), displs.data(),
+                  MPI_FLOAT, 0, comm);
+      std::vector<std::vector<float>> out;
+      if (root())
+        for (std::size_t i = 0; i < n; ++i) out.emplace_back(all.begin() + i * d, all.begin() + (i + 1) * d);
+      return out;
+    }
+#endif
+    (void)d;
+    return mine;
+  }
+  /// The sum over ranks, on every rank.
+  std::size_t sum(std::size_t mine) const {
+#ifdef SPARSEPUSH_HAS_MPI
+    if (mpi_run) {
+      unsigned long long v = mine, all = 0;
+      MPI_Allreduce(&v, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+      return static_cast<std::size_t>(all);
+    }
+#endif
+    return mine;
+  }
+  /// Rank 0's value on every rank.
+  int broadcast(int v) const {
+#ifdef SPARSEPUSH_HAS_MPI
+    if (mpi_run) MPI_Bcast(&v, 1, MPI_INT, 0, comm);
+#endif
+    return v;
+  }
+
+ private:
+#ifdef SPARSEPUSH_HAS_MPI
+  void layout(std::vector<int>& counts, std::vector<int>& displs, std::size_t per_node) const {
+    std::vector<int> firsts(static_cast<std::size_t>(ranks) + 1);
+    const int f = static_cast<int>(first), l = static_cast<int>(local);
+    std::vector<int> pair{f, l}, all(2 * static_cast<std::size_t>(ranks));
+    MPI_Allgather(pair.data(), 2, MPI_INT, all.data(), 2, MPI_INT, comm);
+    counts.resize(static_cast<std::size_t>(ranks));
+    displs.resize(counts.size());
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      counts[r] = all[2 * r + 1] * static_cast<int>(per_node);
+      displs[r] = all[2 * r] * static_cast<int>(per_node);
+    }
+  }
+#endif
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +226,12 @@ int main(int argc, char** argv) {
   app.add_option("--summary", c.summary, "JSON summary file");
   app.add_option("--plot", c.plot, "PNG plot (gnuplot): test accuracy and divergence vs rounds and vs megabytes");
   app.add_option("--data", c.data, "directory with the Fashion-MNIST .gz files")->capture_default_str();
+  app.add_option("--transport", c.transport,
+                 "inprocess (all nodes in this process) or mpi (under mpirun -np R: each rank runs a block of "
+                 "the nodes; rank 0 reports)")
+      ->check(CLI::IsMember({"inprocess", "mpi"}))->capture_default_str();
+  app.add_option("--mpi-timeout", c.mpi_timeout, "seconds a rank waits for a missing message before it stops the run")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -146,15 +241,53 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // --transport mpi: every rank runs this program with the same options; rank 0 reports.
+  cluster cl;
+#ifdef SPARSEPUSH_HAS_MPI
+  struct mpi_session {
+    bool on = false;
+    ~mpi_session() {
+      if (on) MPI_Finalize();
+    }
+  } session;
+  if (c.transport == "mpi") {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    session.on = true;
+    cl.mpi_run = true;
+    cl.comm = MPI_COMM_WORLD;
+    MPI_Comm_rank(cl.comm, &cl.rank);
+    MPI_Comm_size(cl.comm, &cl.ranks);
+  }
+#else
+  if (c.transport == "mpi") {
+    std::fprintf(stderr, "sparsepush-train: --transport mpi: this build has no MPI (install libopenmpi-dev and rebuild)\n");
+    return 2;
+  }
+#endif
+  // Under MPI a failure on one rank stops every rank (the others could wait in a collective).
+  auto fail = [&](int code) {
+#ifdef SPARSEPUSH_HAS_MPI
+    if (cl.mpi_run && cl.ranks > 1) {
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, code);
+    }
+#endif
+    return code;
+  };
+
   try {
     if (c.schedule.empty())
       c.schedule = (c.algorithm == "dpsgd" || c.algorithm == "deepsqueeze" || c.algorithm == "choco") ? "undirected-ring"
                                                                                                          : "time-varying-ring";
     if ((c.algorithm == "dpsgd" || c.algorithm == "deepsqueeze" || c.algorithm == "choco") && !symmetric_schedule(c.schedule)) {
-      std::fprintf(stderr, "sparsepush-train: --algorithm %s needs a symmetric doubly stochastic schedule: "
-                   "--schedule undirected-ring, torus:RxC or complete (got %s)\n", c.algorithm.c_str(), c.schedule.c_str());
+      if (cl.root())
+        std::fprintf(stderr, "sparsepush-train: --algorithm %s needs a symmetric doubly stochastic schedule: "
+                     "--schedule undirected-ring, torus:RxC or complete (got %s)\n", c.algorithm.c_str(), c.schedule.c_str());
       return 2;
     }
+    if (cl.mpi_run && c.algorithm == "centralized")
+      throw sp::config_error("--algorithm centralized runs in one process only (--transport inprocess)");
     if (!c.plot.empty() && c.log.empty())
       throw sp::config_error("--plot needs --log (the plot is drawn from the CSV log)");
     if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
@@ -162,7 +295,7 @@ int main(int argc, char** argv) {
     if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : default_eta(c.compressor);
     if (!(c.eta > 0 && c.eta <= 1)) throw sp::config_error("--eta must be in (0, 1]");
   } catch (const sp::error& e) {
-    std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
+    if (cl.root()) std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
     return 2;
   }
 
@@ -171,6 +304,27 @@ int main(int argc, char** argv) {
     const auto fm = sp::load_fashion_mnist(c.data);
     const auto net = sp::nn::model::make(c.model, 1, fm.train.rows, fm.train.cols, 10);
     const std::size_t in = net.input_size(), d = net.num_params(), n = c.nodes;
+    cl.n = n;
+    cl.local = n;
+#ifdef SPARSEPUSH_HAS_MPI
+    std::unique_ptr<sp::mpi_network> mpi_net;
+    if (cl.mpi_run) {
+      mpi_net = std::make_unique<sp::mpi_network>(
+          MPI_COMM_WORLD, n, sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000))});
+      cl.first = mpi_net->first_node();
+      cl.local = mpi_net->local_nodes();
+      // every rank must run the same thing: whatever the nodes compute with
+      mpi_net->agree("nodes=" + std::to_string(n) + ";dim=" + std::to_string(d) + ";schedule=" + c.schedule +
+                     ";algorithm=" + c.algorithm + ";compressor=" + c.compressor + ";eta=" + std::to_string(c.eta) +
+                     ";final=" + std::to_string(c.final_rounds) + ";seed=" + std::to_string(c.seed) +
+                     ";model=" + c.model + ";epochs=" + std::to_string(c.epochs) + ";batch=" + std::to_string(c.batch) +
+                     ";lr=" + std::to_string(c.lr) + ";lr_schedule=" + c.lr_shape + ";warmup=" + std::to_string(c.warmup) +
+                     ";skew=" + std::to_string(c.skew) + ";dirichlet=" + std::to_string(c.dirichlet) +
+                     ";momentum=" + std::to_string(c.momentum) + ";nesterov=" + std::to_string(c.nesterov) +
+                     ";weight_decay=" + std::to_string(c.weight_decay) + ";per_layer=" + std::to_string(c.per_layer) +
+                     ";consensus_step=" + std::to_string(c.consensus_step) + ";data=" + c.data);
+    }
+#endif
     const sp::partition parts = c.dirichlet > 0 ? sp::partition_dirichlet(fm.train.labels, n, c.dirichlet, c.seed)
                                                 : sp::partition_skewed(fm.train.labels, n, c.skew, c.seed);
     std::vector<shard> shards(n);
@@ -191,7 +345,7 @@ int main(int argc, char** argv) {
 
     std::vector<float> init(d);
     net.init(init, c.seed);
-    const std::vector<std::vector<float>> x0(n, init);
+    const std::vector<std::vector<float>> x0(cl.local, init);  // this process's nodes
 
     // Per-node backend state: momentum buffer, gradient scratch, batch indices, last loss.
     const sp::nn::sgd opt{c.momentum, c.nesterov, c.weight_decay};
@@ -231,35 +385,52 @@ int main(int argc, char** argv) {
       }
       return static_cast<double>(right) / static_cast<double>(samples);
     };
-    auto evaluate = [&](const auto& alg, std::size_t samples) {
+    // Each process evaluates its own nodes; rank 0 gathers their accuracies and models (node
+    // order) and evaluates the average model, exactly as one process would.
+    auto evaluate = [&](const auto& alg, std::size_t samples, std::vector<std::vector<float>>& all_models) {
       evaluation ev;
-      std::vector<std::vector<float>> models(n);
-      std::vector<double> acc(n);
-      for (std::size_t i = 0; i < n; ++i) models[i] = alg.model(i);
+      const std::size_t ln = alg.num_nodes();
+      std::vector<std::vector<float>> models(ln);
+      std::vector<double> local_acc(ln);
+      for (std::size_t i = 0; i < ln; ++i) models[i] = alg.model(i);
       {
         std::vector<std::jthread> workers;  // node i on thread i mod threads
-        for (std::size_t t = 0; t < std::min(c.threads, n); ++t)
+        for (std::size_t t = 0; t < std::min(c.threads, ln); ++t)
           workers.emplace_back([&, t] {
-            for (std::size_t i = t; i < n; i += c.threads) acc[i] = accuracy(models[i], samples, ws[i]);
+            for (std::size_t i = t; i < ln; i += c.threads) local_acc[i] = accuracy(models[i], samples, ws[cl.first + i]);
           });
       }
+      const std::vector<double> acc = cl.allgather(local_acc);
+      all_models = cl.gather_models(std::move(models), d);
+      if (!cl.root()) return ev;
       std::vector<float> avg(d, 0.0f);
       for (std::size_t i = 0; i < n; ++i) {
         ev.avg_node_accuracy += acc[i] / static_cast<double>(n);
-        for (std::size_t l = 0; l < d; ++l) avg[l] += models[i][l] / static_cast<float>(n);
+        for (std::size_t l = 0; l < d; ++l) avg[l] += all_models[i][l] / static_cast<float>(n);
       }
       ev.averaged_model_accuracy = accuracy(avg, samples, ws[0]);
       return ev;
     };
+    // The trainer's report over every node (rank 0 has the gathered models; bytes summed).
+    auto report = [&](const auto& alg, std::uint32_t t, const std::vector<std::vector<float>>& all_models) {
+      sp::round_report r;
+      r.round = t;
+      if (cl.root()) r.parameter_divergence = sp::parameter_divergence(all_models);
+      r.bytes_sent = cl.sum(alg.bytes_sent());
+      r.full_precision_bytes = cl.sum(alg.full_precision_bytes());
+      r.comm_ratio = r.bytes_sent ? static_cast<double>(r.full_precision_bytes) / static_cast<double>(r.bytes_sent) : 0.0;
+      return r;
+    };
 
     std::ofstream log;
-    if (!c.log.empty()) {
+    if (!c.log.empty() && cl.root()) {
       log.open(c.log);
       if (!log) throw sp::data_error("cannot write the log file " + c.log);
       log << "round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,comm_ratio,wall_seconds\n";
     }
-    const bool tty = isatty(fileno(stdout));
-    std::printf("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu parameters), "
+    const bool tty = isatty(fileno(stdout)) && !cl.mpi_run;  // mpirun forwards a pty: plain lines there
+    if (cl.root())
+      std::printf("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu parameters), "
                 "%s %g, %u rounds (%.2f epochs) of batch %zu\n",
                 c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(), c.eta, c.model.c_str(), d,
                 c.dirichlet > 0 ? "dirichlet" : "skew", c.dirichlet > 0 ? c.dirichlet : c.skew, rounds,
@@ -271,28 +442,38 @@ int main(int argc, char** argv) {
     auto run = [&](auto& alg) -> int {
       sp::round_report rep;
       evaluation ev;
+      std::vector<std::vector<float>> all_models;
+      std::size_t bytes_now = 0;
       for (std::uint32_t t = 0; t < rounds; ++t) {
         const auto r0 = std::chrono::steady_clock::now();
         alg.round(t, oracle, lr(t));
         train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+        const std::vector<double> losses =
+            cl.allgather(std::vector<double>(last_loss.begin() + cl.first, last_loss.begin() + cl.first + cl.local));
         double loss = 0;
-        for (double l : last_loss) loss += l / static_cast<double>(n);
+        for (double l : losses) loss += l / static_cast<double>(n);
         if (first_loss < 0) first_loss = loss;
         const bool last = t + 1 == rounds;
         if (!std::isfinite(loss) || loss > 10 * first_loss + 10) {
-          std::fprintf(stderr, "\nsparsepush-train: training diverged at round %u (mean loss %g, started at %g): "
+          if (cl.root())
+            std::fprintf(stderr, "\nsparsepush-train: training diverged at round %u (mean loss %g, started at %g): "
                        "lower --eta (now %g) or --lr (now %g)\n", t, loss, first_loss, c.eta, c.lr);
           return 3;
         }
         const bool eval_now = (t + 1) % eval_every == 0 || last;
         if (eval_now) {
-          rep = sp::report<float>(alg, t);
-          ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count));
-          if (!std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6) {
-            std::fprintf(stderr, "\nsparsepush-train: node models drifted apart at round %u (divergence %g): "
-                         "lower --eta (now %g) or --lr (now %g)\n", t, rep.parameter_divergence, c.eta, c.lr);
+          ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count), all_models);
+          rep = report(alg, t, all_models);
+          bytes_now = rep.bytes_sent;
+          const bool drifted = !std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6;
+          if (cl.broadcast(drifted ? 1 : 0)) {
+            if (cl.root())
+              std::fprintf(stderr, "\nsparsepush-train: node models drifted apart at round %u (divergence %g): "
+                           "lower --eta (now %g) or --lr (now %g)\n", t, rep.parameter_divergence, c.eta, c.lr);
             return 3;
           }
+        } else if (!cl.mpi_run) {
+          bytes_now = alg.bytes_sent();
         }
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
         const double epoch = static_cast<double>(std::min(t + 1, train_rounds)) * c.batch / per_node;
@@ -304,12 +485,12 @@ int main(int argc, char** argv) {
         }
         // A terminal gets one live line, redrawn every round (accuracy from the last evaluation);
         // a pipe or file gets a plain line per evaluation.
-        if (tty || eval_now) {
+        if (cl.root() && (tty || eval_now)) {
           const double eta_s = wall / (t + 1) * (rounds - t - 1);
           std::printf("%sround %u/%u  epoch %.2f  loss %.4f  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
                       tty ? "\r" : "", t + 1, rounds, epoch, loss, 100 * ev.avg_node_accuracy,
                       100 * ev.averaged_model_accuracy, rep.parameter_divergence,
-                      static_cast<double>(alg.bytes_sent()) / 1e6, eta_s, tty ? "   " : "\n");
+                      static_cast<double>(bytes_now) / 1e6, eta_s, tty ? "   " : "\n");
           std::fflush(stdout);
         }
       }
@@ -335,6 +516,8 @@ int main(int argc, char** argv) {
                  {"bytes_full_precision_equivalent", rep.full_precision_bytes},
                  {"comm_ratio", rep.comm_ratio},
                  {"state_bytes_per_node", alg.state_bytes(0)},
+                 {"transport", c.transport},
+                 {"ranks", cl.ranks},
                  {"wall_seconds", wall},
                  {"train_seconds", train_seconds},
                  {"train_images_per_second", static_cast<double>(train_rounds) * c.batch * n / train_seconds},
@@ -345,14 +528,31 @@ int main(int argc, char** argv) {
     };
 
     int rc = 0;
-    if (c.algorithm == "choco") {
-      sp::choco<float> alg(x0, sp::parse_schedule(c.schedule, n, c.seed),
-                           {.consensus_step = c.consensus_step, .compressor = sp::parse_compressor(c.compressor),
-                            .threads = c.threads, .seed = c.seed});
-      rc = run(alg);
-    } else if (c.algorithm == "centralized") {
+    const auto sched = sp::parse_schedule(c.schedule, n, c.seed);
+    // Run `alg` built over this process's network: its own loopback, or the MPI network.
+    auto run_choco = [&](auto&... net) {
+      using net_t = std::conditional_t<sizeof...(net) == 0, sp::loopback_network, std::remove_reference_t<decltype((net, ...))>>;
+      sp::choco<float, sp::any_compressor, sp::any_schedule, net_t> alg(
+          x0, sched, net...,
+          {.consensus_step = c.consensus_step, .compressor = sp::parse_compressor(c.compressor), .threads = c.threads,
+           .seed = c.seed});
+      return run(alg);
+    };
+    auto run_sparse_push = [&](const sp::phase_schedule& phases, auto&... net) {
+      using net_t = std::conditional_t<sizeof...(net) == 0, sp::loopback_network, std::remove_reference_t<decltype((net, ...))>>;
+      sp::sparse_push<float, sp::any_compressor, sp::any_schedule, net_t> alg(x0, sched, phases, net...,
+                                                                              {.threads = c.threads, .seed = c.seed});
+      return run(alg);
+    };
+    if (c.algorithm == "centralized") {
       sp::centralized<float> alg(init, n, c.threads);
       rc = run(alg);
+    } else if (c.algorithm == "choco") {
+#ifdef SPARSEPUSH_HAS_MPI
+      if (mpi_net) rc = run_choco(*mpi_net);
+      else
+#endif
+        rc = run_choco();
     } else {
       auto comp = sp::parse_compressor(c.compressor);
       if (c.per_layer) {
@@ -366,12 +566,19 @@ int main(int argc, char** argv) {
         if (per.segments.empty() || per.segments.front() != 0) per.segments.insert(per.segments.begin(), 0);
         comp = per;
       }
-      const auto phases = scsp ? sp::scsp_phases(comp, c.eta, train_rounds, c.final_rounds)
-                               : sp::sparse_push_phases(comp, c.eta);
-      sp::sparse_push<float> alg(x0, sp::parse_schedule(c.schedule, n, c.seed), phases, {.threads = c.threads, .seed = c.seed});
-      rc = run(alg);
+      const sp::phase_schedule phases = scsp ? sp::scsp_phases(comp, c.eta, train_rounds, c.final_rounds)
+                                             : sp::sparse_push_phases(comp, c.eta);
+#ifdef SPARSEPUSH_HAS_MPI
+      if (mpi_net) rc = run_sparse_push(phases, *mpi_net);
+      else
+#endif
+        rc = run_sparse_push(phases);
     }
+#ifdef SPARSEPUSH_HAS_MPI
+    if (mpi_net) mpi_net->finish();
+#endif
     if (rc != 0) return rc;
+    if (!cl.root()) return 0;
     std::printf("%s\n", summary.dump(2).c_str());
     if (!c.summary.empty()) {
       std::ofstream out(c.summary);
@@ -396,8 +603,9 @@ int main(int argc, char** argv) {
         std::printf("plot written to %s\n", c.plot.c_str());
     }
   } catch (const sp::error& e) {
-    std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
-    return 2;
+    if (cl.mpi_run) std::fprintf(stderr, "sparsepush-train: rank %d: %s\n", cl.rank, e.what());
+    else std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
+    return fail(2);
   }
   return 0;
 }

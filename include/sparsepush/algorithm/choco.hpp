@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -197,19 +198,38 @@ class choco_node {
   combine_scratch scratch_;
 };
 
-/// n nodes running CHOCO-SGD in one process: n choco_node's on a thread pool and a loopback.
-template <class X, class C = any_compressor, class S = any_schedule>
+/// Nodes running CHOCO-SGD: choco_node's on a thread pool. By default all n nodes run in this
+/// process over a loopback of their own; given a network (e.g. MPI), this process runs the block
+/// of nodes the network places here (accessor indices are local: node first_node() + i).
+template <class X, class C = any_compressor, class S = any_schedule, class Net = loopback_network>
 class choco {
  public:
   using tensor_type = algorithm_tensor_t<X>;
   using T = tensor_value_t<tensor_type>;
   using options_type = basic_choco_options<C>;
 
+  /// All nodes in this process, over a loopback network of its own.
   choco(std::vector<tensor_type> x0, S sched, options_type opt = {})
+    requires std::is_same_v<Net, loopback_network>
       : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), ws_(pool_.size()),
-        net_(x0.size(), opt_.network) {
+        own_net_(std::make_unique<loopback_network>(x0.size(), opt_.network)), net_(own_net_.get()) {
+    init(std::move(x0), 0);
+  }
+
+  /// The nodes that `net` places in this process (x0: their initial models, in order).
+  choco(std::vector<tensor_type> x0, S sched, Net& net, options_type opt = {})
+      : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), ws_(pool_.size()), net_(&net) {
+    if (x0.size() != net.local_nodes())
+      throw config_error("the network places " + std::to_string(net.local_nodes()) + " nodes here but " +
+                         std::to_string(x0.size()) + " models were given");
+    init(std::move(x0), net.first_node());
+  }
+
+ private:
+  void init(std::vector<tensor_type> x0, std::uint32_t first) {
     detail::require_algorithm_tensor<tensor_type>();
-    const std::size_t n = x0.size();
+    first_ = first;
+    const std::size_t n = net_->num_nodes();
     if (sched_.num_nodes() != n)
       throw schedule_error("schedule has " + std::to_string(sched_.num_nodes()) + " nodes but " +
                            std::to_string(n) + " models were given");
@@ -219,12 +239,12 @@ class choco {
     if (sched_.period() != 1) throw schedule_error("CHOCO-SGD needs a static schedule (period 1)");
     d_ = as_const_span(x0[0]).size();
     std::vector<std::vector<out_edge>> cols(n);
-    for (std::uint32_t j = 0; j < n; ++j) {
+    for (std::uint32_t j = 0; j < n; ++j) sched_.out_edges(0, j, cols[j]);
+    for (std::size_t j = 0; j < x0.size(); ++j) {
       const std::size_t dj = as_const_span(x0[j]).size();
       if (dj != d_)
-        throw size_error("node " + std::to_string(j) + " has " + std::to_string(dj) +
-                         " parameters, node 0 has " + std::to_string(d_));
-      sched_.out_edges(0, j, cols[j]);
+        throw size_error("node " + std::to_string(first + j) + " has " + std::to_string(dj) +
+                         " parameters, node " + std::to_string(first) + " has " + std::to_string(d_));
     }
     // symmetric: W_ij == W_ji for every edge, so a sender's column is its receivers' row
     for (std::uint32_t j = 0; j < n; ++j)
@@ -237,34 +257,39 @@ class choco {
                                std::to_string(j) + "] != W[" + std::to_string(j) + "][" +
                                std::to_string(e.to) + "]");
       }
-    nodes_.reserve(n);
-    for (std::uint32_t j = 0; j < n; ++j)
-      nodes_.emplace_back(std::move(x0[j]), j, std::move(cols[j]), opt_.form, opt_.consensus_step, opt_.seed);
-    g_.assign(n, std::vector<T>(d_));
+    nodes_.reserve(x0.size());
+    for (std::size_t j = 0; j < x0.size(); ++j)
+      nodes_.emplace_back(std::move(x0[j]), static_cast<std::uint32_t>(first + j), std::move(cols[first + j]),
+                          opt_.form, opt_.consensus_step, opt_.seed);
+    g_.assign(x0.size(), std::vector<T>(d_));
   }
 
+ public:
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
     const std::size_t n = nodes_.size();
     pool_.parallel_for(n, [&](std::size_t i) {
       std::fill(g_[i].begin(), g_[i].end(), T(0));
-      oracle(static_cast<std::uint32_t>(i), t, nodes_[i].x(), g_[i]);
+      oracle(first_ + static_cast<std::uint32_t>(i), t, nodes_[i].x(), g_[i]);
     });
     pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, g_[i], gamma); });
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
       nodes_[i].local_step_and_compress(opt_.compressor, t, g_[i], gamma, ws_[w]);
     });
-    for (std::uint32_t i = 0; i < n; ++i) {
-      auto ep = net_.endpoint(i);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto ep = net_->endpoint(first_ + static_cast<std::uint32_t>(i));
       nodes_[i].post(ep, t);
     }
-    pool_.parallel_for(n, [&](std::size_t i) {
-      auto ep = net_.endpoint(static_cast<std::uint32_t>(i));
+    for (std::size_t i = 0; i < n; ++i) {  // on this thread: a network may need its calls on one thread
+      auto ep = net_->endpoint(first_ + static_cast<std::uint32_t>(i));
       nodes_[i].collect(ep, t);
-      nodes_[i].mix();
-    });
+    }
+    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].mix(); });
   }
 
+  /// Nodes run by this process; accessor indices are local (node first_node() + i).
   std::size_t num_nodes() const noexcept { return nodes_.size(); }
+  std::uint32_t first_node() const noexcept { return first_; }
+  std::size_t total_nodes() const noexcept { return net_->num_nodes(); }
   std::size_t dim() const noexcept { return d_; }
   /// Node i's model x_i, as the tensor type.
   tensor_type model(std::size_t i) const { return nodes_.at(i).tensor(); }
@@ -277,11 +302,12 @@ class choco {
     std::copy(x.begin(), x.end(), out.begin());
   }
   const choco_node<tensor_type>& node(std::size_t i) const { return nodes_.at(i); }
-  const loopback_network& network() const noexcept { return net_; }
-  std::size_t bytes_sent() const noexcept { return net_.total_bytes(); }
-  std::size_t messages_sent() const noexcept { return net_.total_messages(); }
+  const Net& network() const noexcept { return *net_; }
+  /// Bytes sent by the nodes of this process.
+  std::size_t bytes_sent() const noexcept { return net_->total_bytes(); }
+  std::size_t messages_sent() const noexcept { return net_->total_messages(); }
   /// What the messages sent would cost as fp32 vectors: 4 d bytes each.
-  std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_.total_messages(); }
+  std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_->total_messages(); }
   /// Bytes of state per node: x, xp, and s or the neighbour copies, plus message and scratch,
   /// plus its share of the compressor workspaces lent to the nodes (one per thread).
   std::size_t state_bytes(std::size_t i) const {
@@ -295,7 +321,9 @@ class choco {
   options_type opt_;
   detail::thread_pool pool_;
   std::vector<compress_workspace<T>> ws_;  ///< one per pool thread, lent to the nodes it runs
-  loopback_network net_;
+  std::unique_ptr<loopback_network> own_net_;
+  Net* net_ = nullptr;
+  std::uint32_t first_ = 0;
   std::vector<choco_node<tensor_type>> nodes_;
   std::vector<std::vector<T>> g_;
   std::size_t d_ = 0;

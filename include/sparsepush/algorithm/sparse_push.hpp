@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -30,10 +31,12 @@ struct sparse_push_options {
   loopback_options network{};           ///< message loss, tracing and mode of the loopback
 };
 
-/// n nodes running Sparse-Push (or SGP, D-PSGD, DeepSqueeze, SCSP) in one process, over any
-/// tensor type (or an element type, meaning std::vector of it), any compressor type C (the
-/// phases' compressor) and any schedule type S.
-template <class X, class C = any_compressor, class S = any_schedule>
+/// Nodes running Sparse-Push (or SGP, D-PSGD, DeepSqueeze, SCSP), over any tensor type (or an
+/// element type, meaning std::vector of it), any compressor type C (the phases' compressor), any
+/// schedule type S and any network type Net. By default all n nodes run in this process over
+/// their own loopback network; given a network (e.g. MPI), this process runs the nodes the
+/// network places here, [net.first_node(), net.first_node() + net.local_nodes()).
+template <class X, class C = any_compressor, class S = any_schedule, class Net = loopback_network>
 class sparse_push {
  public:
   using tensor_type = algorithm_tensor_t<X>;
@@ -43,15 +46,28 @@ class sparse_push {
   using schedule_type = S;
   using phases_type = basic_phase_schedule<C>;
 
+  /// All nodes in this process, over a loopback network of its own.
   sparse_push(std::vector<tensor_type> x0, S sched, phases_type phases, sparse_push_options opt = {})
+    requires std::is_same_v<Net, loopback_network>
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_nodes(std::move(x0), sched_),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed}),
-        net_(group_.num_nodes(), opt.network),
+        own_net_(std::make_unique<loopback_network>(group_.num_nodes(), opt.network)), net_(own_net_.get()),
         dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
         xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
-    detail::require_algorithm_tensor<tensor_type>();
-    static_assert(sparsepush::schedule<S>, "sparsepush: S must model sparsepush::schedule (num_nodes, period, out_edges)");
+    check_types();
+    validate_schedule(sched_);
+  }
+
+  /// The nodes that `net` places in this process (x0 holds their initial models, in order);
+  /// the network must outlive the algorithm. opt.network is not used.
+  sparse_push(std::vector<tensor_type> x0, S sched, phases_type phases, Net& net, sparse_push_options opt = {})
+      : sched_(std::move(sched)), phases_(std::move(phases)),
+        group_(check_block(std::move(x0), sched_, net),
+               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, net.first_node(), net.num_nodes()}),
+        net_(&net), dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
+        xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
+    check_types();
     validate_schedule(sched_);
   }
 
@@ -66,30 +82,35 @@ class sparse_push {
       group_.for_each_node([&](std::size_t i) {
         group_.debiased(i, xh_[i]);
         std::fill(dirs_[i].begin(), dirs_[i].end(), T(0));
-        oracle(static_cast<std::uint32_t>(i), t, xh_[i], dirs_[i]);
+        oracle(static_cast<std::uint32_t>(group_.first_node() + i), t, xh_[i], dirs_[i]);
       });
       st.directions = dirs_;
     }
-    if (exact && ph.exact) group_.round(sched_, identity{}, net_, t, st);
-    else group_.round(sched_, ph.compressor, net_, t, st);
+    if (exact && ph.exact) group_.round(sched_, identity{}, *net_, t, st);
+    else group_.round(sched_, ph.compressor, *net_, t, st);
   }
 
+  /// Nodes run by this process (all of them unless a network placed a block here); the
+  /// accessors below take local indices, node first_node() + i of the schedule.
   std::size_t num_nodes() const noexcept { return group_.num_nodes(); }
+  std::uint32_t first_node() const noexcept { return group_.first_node(); }
+  std::size_t total_nodes() const noexcept { return group_.total_nodes(); }
   std::size_t dim() const noexcept { return group_.dim(); }
   /// The de-biased model xh_i = x_i / u_i, as the tensor type.
   tensor_type model(std::size_t i) const { return group_.node(i).model(); }
   /// The de-biased model xh_i = x_i / u_i into out.
   void model(std::size_t i, std::span<T> out) const { group_.debiased(i, out); }
   const push_sum_group<tensor_type>& group() const noexcept { return group_; }
-  const loopback_network& network() const noexcept { return net_; }
+  const Net& network() const noexcept { return *net_; }
   const phases_type& phases() const noexcept { return phases_; }
   const S& mixing_schedule() const noexcept { return sched_; }
   /// Bytes of state per node: x, e (when kept), u, the message, inbox and scratch.
   std::size_t state_bytes(std::size_t i) const { return group_.state_bytes(i); }
-  std::size_t bytes_sent() const noexcept { return net_.total_bytes(); }
-  std::size_t messages_sent() const noexcept { return net_.total_messages(); }
+  /// Bytes sent by the nodes of this process (all nodes over a loopback).
+  std::size_t bytes_sent() const noexcept { return net_->total_bytes(); }
+  std::size_t messages_sent() const noexcept { return net_->total_messages(); }
   /// What the messages sent would cost as fp32 vectors: 4 d bytes each.
-  std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_.total_messages(); }
+  std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_->total_messages(); }
 
  private:
   /// Error feedback is kept unless every phase sends values exactly (identity in the tensor's
@@ -100,6 +121,20 @@ class sparse_push {
     return false;
   }
 
+  static void check_types() {
+    detail::require_algorithm_tensor<tensor_type>();
+    static_assert(sparsepush::schedule<S>, "sparsepush: S must model sparsepush::schedule (num_nodes, period, out_edges)");
+  }
+  static std::vector<tensor_type> check_block(std::vector<tensor_type> x0, const S& s, const Net& net) {
+    if (s.num_nodes() != net.num_nodes())
+      throw schedule_error("schedule has " + std::to_string(s.num_nodes()) + " nodes, the network " +
+                           std::to_string(net.num_nodes()));
+    if (x0.size() != net.local_nodes())
+      throw config_error("the network places " + std::to_string(net.local_nodes()) + " nodes here (from node " +
+                         std::to_string(net.first_node()) + ") but " + std::to_string(x0.size()) +
+                         " models were given");
+    return x0;
+  }
   static std::vector<tensor_type> check_nodes(std::vector<tensor_type> x0, const S& s) {
     if (s.num_nodes() != x0.size())
       throw schedule_error("schedule has " + std::to_string(s.num_nodes()) + " nodes but " +
@@ -110,7 +145,8 @@ class sparse_push {
   S sched_;
   phases_type phases_;
   push_sum_group<tensor_type> group_;
-  loopback_network net_;
+  std::unique_ptr<loopback_network> own_net_;
+  Net* net_ = nullptr;
   std::vector<std::vector<T>> dirs_, xh_;
 };
 

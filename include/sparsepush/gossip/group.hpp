@@ -28,10 +28,17 @@ struct gossip_options {
   bool error_feedback = true;   ///< compress x + e and keep e = v - q (identity leaves e = 0)
   std::size_t threads = 1;      ///< worker threads for per-node work (results do not depend on it)
   std::uint64_t seed = 0;       ///< keys the compressors' random streams with (node, round)
+  /// The block of nodes this group holds, [first_node, first_node + models) of total_nodes
+  /// (0: the models are all the nodes). Across processes each one holds its own block.
+  std::uint32_t first_node = 0;
+  std::size_t total_nodes = 0;
 };
 
-/// n push-sum nodes in one process: n push_sum_node's, run on a thread pool, exchanging
-/// through a loopback network in lockstep (every node posts before any node collects).
+/// Push-sum nodes in one process: push_sum_node's run on a thread pool, exchanging through a
+/// network in lockstep (every node posts before any node collects). By default the group holds
+/// all n nodes and the network is a loopback; a group may hold one block of the nodes, its
+/// network (MPI) carrying the envelopes to and from the other blocks. Node indices of the
+/// accessors (x(i), u(i), ...) are local: node first_node() + i of the schedule.
 template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 class push_sum_group {
@@ -43,6 +50,10 @@ class push_sum_group {
   push_sum_group(std::vector<Tensor> x0, gossip_options opt = {})
       : opt_(opt), pool_(opt.threads), ws_(pool_.size()), cols_(x0.size()), rows_(x0.size()) {
     if (x0.empty()) throw config_error("a push-sum group needs at least one node");
+    total_ = opt.total_nodes ? opt.total_nodes : x0.size();
+    if (std::size_t{opt.first_node} + x0.size() > total_)
+      throw config_error("a group of " + std::to_string(x0.size()) + " nodes from node " +
+                         std::to_string(opt.first_node) + " does not fit in " + std::to_string(total_) + " nodes");
     if (!(opt.eta > 0.0 && opt.eta <= 1.0))
       throw config_error("eta must be in (0, 1], got " + std::to_string(opt.eta));
     const std::size_t d = as_const_span(x0[0]).size();
@@ -54,11 +65,17 @@ class push_sum_group {
     }
     nodes_.reserve(x0.size());
     for (std::size_t i = 0; i < x0.size(); ++i)
-      nodes_.emplace_back(std::move(x0[i]), node_options{static_cast<std::uint32_t>(i), opt.seed, opt.error_feedback});
+      nodes_.emplace_back(std::move(x0[i]),
+                          node_options{static_cast<std::uint32_t>(opt.first_node + i), opt.seed, opt.error_feedback});
     d_ = d;
   }
 
+  /// Nodes this group holds.
   std::size_t num_nodes() const noexcept { return nodes_.size(); }
+  /// The schedule's index of local node 0.
+  std::uint32_t first_node() const noexcept { return opt_.first_node; }
+  /// Nodes of the whole run (all groups).
+  std::size_t total_nodes() const noexcept { return total_; }
   std::size_t dim() const noexcept { return d_; }
   const gossip_options& options() const noexcept { return opt_; }
 
@@ -108,13 +125,13 @@ class push_sum_group {
   /// A round either completes at every node or throws before any node (or the ledger) changes.
   template <schedule S, class C, class Net>
   void round(const S& sched, const C& comp, Net& net, std::uint32_t t, const step& st) {
-    const std::size_t n = nodes_.size();
-    if (sched.num_nodes() != n)
-      throw schedule_error("schedule has " + std::to_string(sched.num_nodes()) +
-                           " nodes, the group has " + std::to_string(n));
-    if (net.num_nodes() != n)
+    const std::size_t n = nodes_.size(), first = opt_.first_node;
+    if (sched.num_nodes() != total_)
+      throw schedule_error("schedule has " + std::to_string(sched.num_nodes()) + " nodes, the group has " +
+                           std::to_string(total_));
+    if (net.num_nodes() != total_)
       throw config_error("network has " + std::to_string(net.num_nodes()) + " nodes, the group has " +
-                         std::to_string(n));
+                         std::to_string(total_));
     if (!(st.eta > 0.0 && st.eta <= 1.0))
       throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
                          std::to_string(t));
@@ -126,30 +143,36 @@ class push_sum_group {
       return typename node_type::step{st.eta, local ? std::span<const T>(st.directions[i]) : std::span<const T>(),
                                       st.gamma, st.feedback};
     };
-    // W(t): every column from the schedule, the rows by transposing them.
-    pool_.parallel_for(n, [&](std::size_t i) { sched.out_edges(t, static_cast<std::uint32_t>(i), cols_[i]); });
-    for (auto& r : rows_) r.clear();
-    for (std::uint32_t j = 0; j < n; ++j)
-      for (const auto& e : cols_[j])
-        if (e.to < n) rows_[e.to].push_back({j, e.share});
+    // W(t): the columns of the held nodes from the schedule; their rows by transposing the
+    // columns when the group holds every node, from the schedule's in-edges otherwise.
+    pool_.parallel_for(n, [&](std::size_t i) {
+      sched.out_edges(t, static_cast<std::uint32_t>(first + i), cols_[i]);
+      if (n != total_) in_edges_of(sched, t, static_cast<std::uint32_t>(first + i), rows_[i]);
+    });
+    if (n == total_) {
+      for (auto& r : rows_) r.clear();
+      for (std::uint32_t j = 0; j < n; ++j)
+        for (const auto& e : cols_[j])
+          if (e.to < n) rows_[e.to].push_back({j, e.share});
+    }
     // Check every node before any state changes.
-    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, comp, cols_[i], node_step_of(i), n); });
+    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, comp, cols_[i], node_step_of(i), total_); });
     // Local update and communication.
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
       const auto ns = node_step_of(i);
       if (local) nodes_[i].local_step(ns.direction, ns.gamma);
       nodes_[i].compress(comp, t, st.feedback, ws_[w]);
     });
-    for (std::uint32_t i = 0; i < n; ++i) {
-      auto ep = net.endpoint(i);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
       nodes_[i].post(ep, t, cols_[i]);
     }
-    // Gossip: every node's envelopes are posted; collect and mix.
-    pool_.parallel_for(n, [&](std::size_t i) {
-      auto ep = net.endpoint(static_cast<std::uint32_t>(i));
+    // Gossip: collect on this thread (a network may need its calls on one thread), then mix.
+    for (std::size_t i = 0; i < n; ++i) {
+      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
       nodes_[i].collect(ep, t, rows_[i]);
-      nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]));
-    });
+    }
+    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i])); });
   }
 
   /// mean over nodes of the de-biased models, in double.
@@ -183,6 +206,7 @@ class push_sum_group {
   std::vector<std::vector<out_edge>> cols_;
   std::vector<std::vector<in_edge>> rows_;
   std::size_t d_ = 0;
+  std::size_t total_ = 0;
 };
 
 }  // namespace v0

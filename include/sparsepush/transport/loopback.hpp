@@ -81,6 +81,9 @@ class loopback_network {
   loopback_network& operator=(const loopback_network&) = delete;
 
   std::size_t num_nodes() const noexcept { return sent_.size(); }
+  /// Every node is local to a loopback: nodes [0, num_nodes()).
+  std::uint32_t first_node() const noexcept { return 0; }
+  std::size_t local_nodes() const noexcept { return sent_.size(); }
   const loopback_options& options() const noexcept { return opt_; }
   loopback_endpoint endpoint(std::uint32_t node) {
     check_node(node, "endpoint");

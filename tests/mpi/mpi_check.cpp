@@ -1,0 +1,152 @@
+// MPI checks of sparsepush/transport/mpi.hpp, run under mpirun by ctest. Usage:
+//   mpi_check bits ALGORITHM NODES   the nodes of this run spread over the ranks give, bit for bit,
+//                                    the models and byte counts of the same run in one process
+//                                    (ALGORITHM: sp-int8, scsp, sgp, choco)
+//   mpi_check fault KIND             rank 1 misbehaves at round 3 (KIND: stall, exit, round,
+//                                    settings); the other ranks must fail with a clear error
+// Prints "mpi_check: ... ok" and exits 0, or names what differed and exits 1. In the fault runs
+// a rank that catches the expected error prints it and aborts the job (exit code != 0).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <sparsepush/sparsepush.hpp>
+#include <sparsepush/transport/mpi.hpp>
+
+namespace sp = sparsepush;
+using vec = std::vector<double>;
+
+namespace {
+constexpr std::size_t d = 300;
+constexpr std::uint32_t rounds = 24;
+
+vec initial(std::uint32_t i) {
+  vec x(d);
+  for (std::size_t l = 0; l < d; ++l) x[l] = std::sin(0.7 * double(l + 1) * double(i + 1));
+  return x;
+}
+
+const sp::gradient_oracle<double> oracle = [](std::uint32_t i, std::uint32_t t, std::span<const double> x,
+                                              std::span<double> p) {
+  for (std::size_t l = 0; l < d; ++l) p[l] = x[l] - std::cos(0.1 * double(l) * double(i + 1) + 0.01 * t);
+};
+
+std::string schedule_of(const std::string& alg) { return alg == "choco" ? "undirected-ring" : "time-varying-ring"; }
+
+sp::phase_schedule phases_of(const std::string& alg) {
+  if (alg == "sgp") return sp::sgp_phases();
+  if (alg == "scsp") return sp::scsp_phases(sp::parse_compressor("top-k:0.05"), 0.1, rounds - 6, 6);
+  return sp::sparse_push_phases(sp::parse_compressor("top-k:0.05+int8"), 0.1);
+}
+
+/// Run the algorithm over `net` (MPI: this rank's block; loopback: every node); write the local
+/// models and return the bytes this process's nodes sent.
+template <class Net>
+std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec>& models) {
+  std::vector<vec> x0;
+  for (std::uint32_t i = 0; i < net.local_nodes(); ++i) x0.push_back(initial(net.first_node() + i));
+  const auto sched = sp::parse_schedule(schedule_of(alg), n);
+  if (alg == "choco") {
+    sp::choco<double, sp::any_compressor, sp::any_schedule, Net> a(
+        x0, sched, net, {.consensus_step = 0.3, .compressor = sp::parse_compressor("top-k:0.1"), .seed = 3});
+    for (std::uint32_t t = 0; t < rounds; ++t) a.round(t, oracle, 0.05);
+    for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
+    return a.bytes_sent();
+  }
+  sp::sparse_push<double, sp::any_compressor, sp::any_schedule, Net> a(x0, sched, phases_of(alg), net, {.seed = 3});
+  for (std::uint32_t t = 0; t < rounds; ++t) a.round(t, oracle, 0.05);
+  for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
+  return a.bytes_sent();
+}
+
+int bits(const std::string& alg, std::size_t n) {
+  sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = std::chrono::seconds(30)});
+  net.agree(alg + ";" + std::to_string(n));
+  std::vector<vec> local;
+  unsigned long long bytes = run(alg, n, net, local);
+  net.finish();
+  // gather every node's model on rank 0, in node order
+  vec flat;
+  for (const auto& m : local) flat.insert(flat.end(), m.begin(), m.end());
+  std::vector<int> counts(static_cast<std::size_t>(net.ranks())), displs(counts.size());
+  const int mine = static_cast<int>(flat.size());
+  MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  vec all(n * d);
+  MPI_Gatherv(flat.data(), mine, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  unsigned long long total = 0;
+  MPI_Reduce(&bytes, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  int rc = 0;
+  if (net.rank() == 0) {
+    sp::loopback_network loop(n);
+    std::vector<vec> ref;
+    const std::size_t ref_bytes = run(alg, n, loop, ref);
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::memcmp(ref[i].data(), all.data() + i * d, d * sizeof(double)) != 0) {
+        std::printf("mpi_check: %s, %zu nodes on %d ranks: node %zu differs from the in-process run\n", alg.c_str(), n,
+                    net.ranks(), i);
+        rc = 1;
+      }
+    if (ref_bytes != total) {
+      std::printf("mpi_check: %s: %llu bytes sent on MPI, %zu in process\n", alg.c_str(), total, ref_bytes);
+      rc = 1;
+    }
+    if (rc == 0)
+      std::printf("mpi_check: %s, %zu nodes on %d ranks: models and %llu bytes bit-identical to one process: ok\n",
+                  alg.c_str(), n, net.ranks(), total);
+  }
+  MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return rc;
+}
+
+[[noreturn]] void fail_job(int rank, const char* what) {
+  std::fprintf(stderr, "mpi_check: rank %d: %s\n", rank, what);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the other ranks print theirs
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();
+}
+
+int fault(const std::string& kind) {
+  const std::size_t n = 8;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = std::chrono::milliseconds(2000)});
+    net.agree(kind == "settings" && rank == 1 ? "seed=2" : "seed=1");
+    std::vector<vec> x0;
+    for (std::uint32_t i = 0; i < net.local_nodes(); ++i) x0.push_back(initial(net.first_node() + i));
+    sp::sparse_push<double, sp::any_compressor, sp::any_schedule, sp::mpi_network> a(
+        x0, sp::parse_schedule("time-varying-ring", n), phases_of("sp-int8"), net);
+    const std::uint32_t start = kind == "round" && rank == 1 ? 5 : 0;
+    for (std::uint32_t t = start; t < start + rounds; ++t) {
+      if (rank == 1 && t == 3 && kind == "stall") std::this_thread::sleep_for(std::chrono::seconds(6));
+      if (rank == 1 && t == 3 && kind == "exit") {  // dies: no MPI_Finalize, no goodbye
+        std::fprintf(stderr, "mpi_check: rank 1 exits at round 3\n");
+        std::fflush(stderr);
+        std::_Exit(0);
+      }
+      a.round(t, oracle, 0.05);
+    }
+    net.finish();
+  } catch (const sp::error& e) {
+    fail_job(rank, e.what());
+  }
+  std::printf("mpi_check: rank %d finished without the expected error\n", rank);
+  return 1;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rc = 2;
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "bits" && argc == 4) rc = bits(argv[2], std::stoul(argv[3]));
+  else if (mode == "fault" && argc == 3) rc = fault(argv[2]);
+  else std::fprintf(stderr, "usage: mpi_check bits ALGORITHM NODES | fault stall|exit|round|settings\n");
+  MPI_Finalize();
+  return rc;
+}
