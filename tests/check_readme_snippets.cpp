@@ -92,6 +92,8 @@ const claim claims[] = {
     {"--per-layer", R"(top-k is (\w+) by default\. `--per-layer`)", R"(\n *--per-layer .* instead of (\w+))"},
     {"--data", R"(by default it uses debian's `dataset-fashion-mnist` under `([^`]+)`)",
      R"(\n *--data [^=\n]*=(\S+))"},
+    {"--transport", R"(`--transport` is `(\w+)` by default)", R"(\n *--transport [^=\n]*=(\S+))"},
+    {"--mpi-timeout", R"(waits `--mpi-timeout` seconds \(default (\d+)\))", R"(\n *--mpi-timeout [^=\n]*=(\S+))"},
 };
 
 std::string lower(std::string s) {

@@ -166,7 +166,7 @@ class mpi_network {
     const auto t0 = clock::now();
     progress_sends();
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
-    std::vector<std::byte> body;  // encode(m) once, framed once per remote receiver
+    const send* first_frame = nullptr;  // encode(m) once; further receivers copy the frame
     for (const auto& e : out) {
       if (e.to == from) continue;
       if (e.to >= n_)
@@ -178,19 +178,24 @@ class mpi_network {
         local_box_[e.to - first_].push_back({round, from, e.share, u, &m});
         continue;
       }
-      if (body.empty()) encode(m, body);
       send s;
-      s.frame.resize(envelope_header_bytes);
+      if (first_frame) {
+        s.frame = first_frame->frame;
+      } else {
+        s.frame.reserve(bytes);
+        s.frame.resize(envelope_header_bytes);
+        encode(m, s.frame);
+      }
       std::byte* p = s.frame.data();
       detail::put_u32(p, from);
       detail::put_u32(p + 4, round);
       detail::put_f64(p + 8, e.share);
       detail::put_f64(p + 16, u);
-      s.frame.insert(s.frame.end(), body.begin(), body.end());
       s.round = round;
       s.to = e.to;
       sends_.push_back(std::move(s));
       auto& q = sends_.back();
+      first_frame = &q;
       check(MPI_Isend(q.frame.data(), static_cast<int>(q.frame.size()), MPI_BYTE, owner(e.to), tag(round, e.to), comm_,
                       &q.req),
             "MPI_Isend", round, owner(e.to), from, e.to);
