@@ -4,7 +4,8 @@
 //   x_i <- x_i + eta * ( sum_{j in in(i) + {i}} W[i][j] q_j - q_i )
 //   u_i <- u_i + eta * ( sum_{j in in(i) + {i}} W[i][j] u_j - u_i )
 // With the identity compressor and eta = 1 this is exact push-sum averaging (SGP's gossip).
-// A round either completes at every node or throws before any node changes.
+// A round either completes at every node or throws before any node changes; only a network that
+// can fail later (MPI: a missing envelope) throws after the posts, which ends the run.
 #pragma once
 
 #include <cmath>
