@@ -63,6 +63,50 @@ concept endpoint = requires(E& ep, std::uint32_t round, std::span<const out_edge
   ep.collect(round, in, box);
 };
 
+/// Node `node`'s endpoint on a network that serves many nodes (a handle; the network must outlive
+/// it): post and collect forward to Net::post(node, ...) and Net::collect(node, ...).
+template <class Net>
+class network_endpoint {
+ public:
+  network_endpoint(Net& net, std::uint32_t node) : net_(&net), node_(node) {}
+  std::uint32_t node() const noexcept { return node_; }
+  void post(std::uint32_t round, std::span<const out_edge> out, double u, const message& m) {
+    net_->post(node_, round, out, u, m);
+  }
+  void collect(std::uint32_t round, std::span<const in_edge> in, inbox& box) { net_->collect(node_, round, in, box); }
+
+ private:
+  Net* net_;
+  std::uint32_t node_;
+};
+
+/// Bytes and messages each of a network's nodes has sent (envelope headers included); node i is
+/// counted at i - first. A node's counters are written only by the thread that posts for it.
+class byte_ledger {
+ public:
+  byte_ledger(std::size_t nodes, std::size_t first = 0) : first_(first), sent_(nodes, 0), messages_(nodes, 0) {}
+  void add(std::size_t node, std::size_t bytes) noexcept {
+    sent_[node - first_] += bytes;
+    ++messages_[node - first_];
+  }
+  std::size_t bytes_sent(std::size_t node) const { return sent_.at(node - first_); }
+  std::size_t messages_sent(std::size_t node) const { return messages_.at(node - first_); }
+  std::size_t total_bytes() const noexcept {
+    std::size_t s = 0;
+    for (auto b : sent_) s += b;
+    return s;
+  }
+  std::size_t total_messages() const noexcept {
+    std::size_t s = 0;
+    for (auto m : messages_) s += m;
+    return s;
+  }
+
+ private:
+  std::size_t first_;
+  std::vector<std::size_t> sent_, messages_;
+};
+
 namespace detail {
 inline void put_f64(std::byte* p, double v) noexcept {
   const auto bits = std::bit_cast<std::uint64_t>(v);

@@ -55,23 +55,13 @@ struct loopback_options {
 class loopback_network;
 
 /// Node `node`'s endpoint on a loopback network (a handle; the network must outlive it).
-class loopback_endpoint {
- public:
-  loopback_endpoint(loopback_network& net, std::uint32_t node) : net_(&net), node_(node) {}
-  std::uint32_t node() const noexcept { return node_; }
-  void post(std::uint32_t round, std::span<const out_edge> out, double u, const message& m);
-  void collect(std::uint32_t round, std::span<const in_edge> in, inbox& box);
-
- private:
-  loopback_network* net_;
-  std::uint32_t node_;
-};
+using loopback_endpoint = network_endpoint<loopback_network>;
 
 /// n node endpoints in one process; see the header comment.
 class loopback_network {
  public:
   explicit loopback_network(std::size_t n, loopback_options opt = {})
-      : opt_(opt), sent_(n, 0), messages_(n, 0), boxes_(n) {
+      : opt_(opt), ledger_(n), boxes_(n) {
     if (!(opt.drop_probability >= 0.0 && opt.drop_probability < 1.0))
       throw config_error("drop probability must be in [0, 1), got " +
                          std::to_string(opt.drop_probability));
@@ -80,10 +70,10 @@ class loopback_network {
   loopback_network(const loopback_network&) = delete;
   loopback_network& operator=(const loopback_network&) = delete;
 
-  std::size_t num_nodes() const noexcept { return sent_.size(); }
+  std::size_t num_nodes() const noexcept { return boxes_.size(); }
   /// Every node is local to a loopback: nodes [0, num_nodes()).
   std::uint32_t first_node() const noexcept { return 0; }
-  std::size_t local_nodes() const noexcept { return sent_.size(); }
+  std::size_t local_nodes() const noexcept { return boxes_.size(); }
   const loopback_options& options() const noexcept { return opt_; }
   loopback_endpoint endpoint(std::uint32_t node) {
     check_node(node, "endpoint");
@@ -114,8 +104,7 @@ class loopback_network {
         encode_envelope({from, round, e.share, u}, m, *frame);
         p.frame = std::move(frame);
       }
-      sent_[from] += bytes;  // only node `from`'s poster writes its own counters
-      ++messages_[from];
+      ledger_.add(from, bytes);
       if (opt_.trace) {
         std::lock_guard lock(trace_mu_);
         trace_.push_back({round, from, e.to, e.share, bytes, dropped});
@@ -199,18 +188,10 @@ class loopback_network {
   }
 
   /// Bytes node i has sent (envelopes included).
-  std::size_t bytes_sent(std::size_t node) const { return sent_.at(node); }
-  std::size_t messages_sent(std::size_t node) const { return messages_.at(node); }
-  std::size_t total_bytes() const noexcept {
-    std::size_t s = 0;
-    for (auto b : sent_) s += b;
-    return s;
-  }
-  std::size_t total_messages() const noexcept {
-    std::size_t s = 0;
-    for (auto b : messages_) s += b;
-    return s;
-  }
+  std::size_t bytes_sent(std::size_t node) const { return ledger_.bytes_sent(node); }
+  std::size_t messages_sent(std::size_t node) const { return ledger_.messages_sent(node); }
+  std::size_t total_bytes() const noexcept { return ledger_.total_bytes(); }
+  std::size_t total_messages() const noexcept { return ledger_.total_messages(); }
   const std::vector<delivery>& trace() const noexcept { return trace_; }
   void clear_trace() { trace_.clear(); }
 
@@ -260,20 +241,12 @@ class loopback_network {
   }
 
   loopback_options opt_;
-  std::vector<std::size_t> sent_, messages_;
+  byte_ledger ledger_;
   std::vector<mailbox> boxes_;
   std::mutex trace_mu_;
   std::vector<delivery> trace_;
   std::vector<inbox> legacy_;  // deliver()'s decoded storage
 };
-
-inline void loopback_endpoint::post(std::uint32_t round, std::span<const out_edge> out, double u,
-                                    const message& m) {
-  net_->post(node_, round, out, u, m);
-}
-inline void loopback_endpoint::collect(std::uint32_t round, std::span<const in_edge> in, inbox& box) {
-  net_->collect(node_, round, in, box);
-}
 
 static_assert(endpoint<loopback_endpoint>);
 

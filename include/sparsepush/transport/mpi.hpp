@@ -64,17 +64,7 @@ inline std::uint64_t settings_hash(std::string_view s) noexcept {
 class mpi_network;
 
 /// Node `node`'s endpoint on an MPI network (a handle; the network must outlive it).
-class mpi_endpoint {
- public:
-  mpi_endpoint(mpi_network& net, std::uint32_t node) : net_(&net), node_(node) {}
-  std::uint32_t node() const noexcept { return node_; }
-  void post(std::uint32_t round, std::span<const out_edge> out, double u, const message& m);
-  void collect(std::uint32_t round, std::span<const in_edge> in, inbox& box);
-
- private:
-  mpi_network* net_;
-  std::uint32_t node_;
-};
+using mpi_endpoint = network_endpoint<mpi_network>;
 
 /// n nodes on the ranks of a communicator; see the header comment.
 class mpi_network {
@@ -106,8 +96,7 @@ class mpi_network {
     if (rounds_mod_ < 4)
       throw config_error("MPI tag range " + std::to_string(tag_ub) + " is too small for blocks of " +
                          std::to_string(block_max_) + " nodes per rank; use more ranks");
-    sent_.assign(local_, 0);
-    messages_.assign(local_, 0);
+    ledger_ = byte_ledger(local_, first_);
     local_box_.resize(local_);
   }
   ~mpi_network() {
@@ -172,8 +161,7 @@ class mpi_network {
       if (e.to >= n_)
         throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
                              " outside [0, " + std::to_string(n_) + ") in round " + std::to_string(round));
-      sent_[from - first_] += bytes;
-      ++messages_[from - first_];
+      ledger_.add(from, bytes);
       if (is_local(e.to)) {
         local_box_[e.to - first_].push_back({round, from, e.share, u, &m});
         continue;
@@ -318,19 +306,11 @@ class mpi_network {
   }
 
   /// Bytes local node i (a schedule index) has sent, envelopes included.
-  std::size_t bytes_sent(std::size_t node) const { return sent_.at(node - first_); }
-  std::size_t messages_sent(std::size_t node) const { return messages_.at(node - first_); }
+  std::size_t bytes_sent(std::size_t node) const { return ledger_.bytes_sent(node); }
+  std::size_t messages_sent(std::size_t node) const { return ledger_.messages_sent(node); }
   /// Bytes and messages of this rank's nodes.
-  std::size_t total_bytes() const noexcept {
-    std::size_t s = 0;
-    for (auto b : sent_) s += b;
-    return s;
-  }
-  std::size_t total_messages() const noexcept {
-    std::size_t s = 0;
-    for (auto b : messages_) s += b;
-    return s;
-  }
+  std::size_t total_bytes() const noexcept { return ledger_.total_bytes(); }
+  std::size_t total_messages() const noexcept { return ledger_.total_messages(); }
   const mpi_timing& timing() const noexcept { return timing_; }
   void reset_timing() noexcept { timing_ = {}; }
 
@@ -399,19 +379,12 @@ class mpi_network {
   int rank_ = 0, size_ = 1;
   std::size_t n_ = 0, base_ = 0, extra_ = 0, block_max_ = 1, first_ = 0, local_ = 0;
   std::uint32_t rounds_mod_ = 1;
-  std::vector<std::size_t> sent_, messages_;
+  byte_ledger ledger_{0};
   std::vector<std::vector<local_item>> local_box_;
   std::deque<send> sends_;
   std::vector<std::byte> rx_;
   mpi_timing timing_;
 };
-
-inline void mpi_endpoint::post(std::uint32_t round, std::span<const out_edge> out, double u, const message& m) {
-  net_->post(node_, round, out, u, m);
-}
-inline void mpi_endpoint::collect(std::uint32_t round, std::span<const in_edge> in, inbox& box) {
-  net_->collect(node_, round, in, box);
-}
 
 static_assert(endpoint<mpi_endpoint>);
 
