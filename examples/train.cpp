@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,8 @@
 #endif
 #include <string>
 #include <thread>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -73,6 +76,20 @@ double default_eta(const std::string& spec) {
       },
       c.get());
   return f >= 0.1 ? 0.1 : f >= 0.01 ? 0.02 : 0.01;
+}
+
+/// Run a program with these arguments, no shell in between (a path is never parsed as a command);
+/// its exit code, or -1 when it cannot be started or did not exit normally.
+int run_program(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 bool symmetric_schedule(const std::string& s) {
@@ -587,18 +604,24 @@ int main(int argc, char** argv) {
     }
     if (!c.plot.empty()) {
       log.close();
+      // The paths and the title reach gnuplot as data (ARG1..ARG3 of `gnuplot -c`), never as
+      // gnuplot code, and gnuplot is started without a shell: no path can run a command.
       const std::string script = c.plot + ".gp";
       std::ofstream gp(script);
-      gp << "set terminal pngcairo size 1200,800\nset output '" << c.plot << "'\nset datafile separator ','\n"
-         << "set multiplot layout 2,2 title '" << c.algorithm << " " << c.compressor << ", " << n << " nodes, " << c.schedule << "'\n"
+      if (!gp) throw sp::data_error("cannot write the plot script " + script);
+      gp << "# sparsepush-train plot: gnuplot -c THIS_FILE LOG.csv PLOT.png TITLE\n"
+         << "set terminal pngcairo size 1200,800\nset output ARG2\nset datafile separator ','\n"
+         << "set multiplot layout 2,2 title ARG3\n"
          << "set key bottom right\nset xlabel 'round'\nset ylabel 'test accuracy'\n"
-         << "plot '" << c.log << "' using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with lines title 'averaged model'\n"
-         << "set xlabel 'MB sent'\nplot '" << c.log << "' using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with lines title 'averaged model'\n"
-         << "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot '" << c.log << "' using 1:7 skip 1 with lines title 'divergence'\n"
-         << "set xlabel 'MB sent'\nplot '" << c.log << "' using 9:7 skip 1 with lines title 'divergence'\nunset multiplot\n";
+         << "plot ARG1 using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with lines title 'averaged model'\n"
+         << "set xlabel 'MB sent'\nplot ARG1 using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with lines title 'averaged model'\n"
+         << "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot ARG1 using 1:7 skip 1 with lines title 'divergence'\n"
+         << "set xlabel 'MB sent'\nplot ARG1 using 9:7 skip 1 with lines title 'divergence'\nunset multiplot\n";
       gp.close();
-      if (std::system(("gnuplot '" + script + "'").c_str()) != 0)
-        std::fprintf(stderr, "sparsepush-train: gnuplot failed; the plot script is %s\n", script.c_str());
+      const std::string title = c.algorithm + " " + c.compressor + ", " + std::to_string(n) + " nodes, " + c.schedule;
+      if (run_program({"gnuplot", "-c", script, c.log, c.plot, title}) != 0)
+        std::fprintf(stderr, "sparsepush-train: gnuplot failed; the plot script is %s (gnuplot -c it with the log, "
+                     "the plot and a title)\n", script.c_str());
       else
         std::printf("plot written to %s\n", c.plot.c_str());
     }
