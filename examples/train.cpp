@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <type_traits>
@@ -311,6 +312,15 @@ int main(int argc, char** argv) {
     sp::parse_compressor(c.compressor);  // validate early: a config_error exits with 2 below
     if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : default_eta(c.compressor);
     if (!(c.eta > 0 && c.eta <= 1)) throw sp::config_error("--eta must be in (0, 1]");
+    // CLI11's range checks let NaN through, and from_chars reads "inf": every number must be finite
+    const std::pair<const char*, double> numbers[] = {
+        {"--epochs", c.epochs}, {"--lr", c.lr}, {"--skew", c.skew}, {"--dirichlet", c.dirichlet},
+        {"--momentum", c.momentum}, {"--weight-decay", c.weight_decay}, {"--consensus-step", c.consensus_step},
+        {"--mpi-timeout", c.mpi_timeout}};
+    for (const auto& [option, v] : numbers)
+      if (!std::isfinite(v)) throw sp::config_error(std::string(option) + " must be a finite number, got " + std::to_string(v));
+    if (c.mpi_timeout * 1000 > static_cast<double>(std::numeric_limits<std::int32_t>::max()))
+      throw sp::config_error("--mpi-timeout " + std::to_string(c.mpi_timeout) + " is too long (at most 2147483 seconds)");
   } catch (const sp::error& e) {
     if (cl.root()) std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
     return 2;
@@ -355,8 +365,21 @@ int main(int argc, char** argv) {
     }
     if (min_shard == 0) throw sp::config_error("a node received no training samples; raise --dirichlet alpha or use fewer nodes");
     const std::size_t per_node = fm.train.count / n;
-    const auto train_rounds = static_cast<std::uint32_t>(std::max(1.0, std::round(c.epochs * per_node / c.batch)));
+    // rounds are 32-bit: check the arithmetic before converting (a huge --epochs or
+    // --final-rounds would wrap around or be undefined)
     const bool scsp = c.algorithm == "scsp";
+    constexpr double max_rounds = std::numeric_limits<std::uint32_t>::max();
+    const double want = std::max(1.0, std::round(c.epochs * static_cast<double>(per_node) / static_cast<double>(c.batch)));
+    if (want > max_rounds)
+      throw sp::config_error("--epochs " + std::to_string(c.epochs) + " gives " + std::to_string(want) +
+                             " rounds, more than the 4294967295 a run can count");
+    const auto train_rounds = static_cast<std::uint32_t>(want);
+    if (scsp && static_cast<double>(train_rounds) + c.final_rounds > max_rounds)
+      throw sp::config_error("--final-rounds " + std::to_string(c.final_rounds) + " after " + std::to_string(train_rounds) +
+                             " training rounds exceeds the 4294967295 rounds a run can count");
+    if (c.warmup > train_rounds)
+      throw sp::config_error("--warmup " + std::to_string(c.warmup) + " is longer than the " +
+                             std::to_string(train_rounds) + " training rounds");
     const std::uint32_t rounds = train_rounds + (scsp ? c.final_rounds : 0);
     const std::uint32_t eval_every = c.eval_every ? c.eval_every : std::max<std::uint32_t>(1, rounds / 10);
 

@@ -340,7 +340,15 @@ TEST_CASE("compressor spec strings", "[compress]") {
   REQUIRE_THROWS_WITH(parse_compressor("topk:0.01"), Catch::Contains("unknown compressor 'topk'"));
   REQUIRE_THROWS_WITH(parse_compressor("top-k"), Catch::Contains("missing k"));
   REQUIRE_THROWS_WITH(parse_compressor("top-k:1.5"), Catch::Contains("outside (0, 1]"));
-  REQUIRE_THROWS_WITH(parse_compressor("top-k:abc"), Catch::Contains("not a number"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:abc"), Catch::Contains("not a finite number"));
+  // numbers whose conversion to an integer was undefined behaviour: clear errors instead
+  for (const char* bad : {"top-k:nan", "top-k:inf", "random-k:-inf", "qsgd:nan", "qsgd:inf", "top-k:0.01+qsgd:nan",
+                          "threshold:nan"})
+    REQUIRE_THROWS_WITH(parse_compressor(bad), Catch::Contains("is not a finite number"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:99999999999999999999"), Catch::Contains("exceeds 4294967295"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:4294967296"), Catch::Contains("exceeds 4294967295"));
+  REQUIRE(std::get<top_k>(parse_compressor("top-k:4294967295").get()).k.count_value() == 4294967295u);
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:2.5"), Catch::Contains("qsgd levels must be an integer"));
   REQUIRE_THROWS_WITH(parse_compressor("top-k:0"), Catch::Contains("k must be >= 1"));
   REQUIRE_THROWS_WITH(parse_compressor("top-k:0.01+int4"), Catch::Contains("unknown suffix '+int4'"));
   REQUIRE_THROWS_WITH(parse_compressor("qsgd:0"), Catch::Contains("qsgd levels"));

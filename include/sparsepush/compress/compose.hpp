@@ -7,6 +7,8 @@
 #pragma once
 
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -67,12 +69,13 @@ class any_compressor {
 
 namespace detail {
 
+/// A finite number (from_chars also reads "nan" and "inf", which no setting takes).
 inline double parse_number(std::string_view s, std::string_view spec) {
   double v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || !std::isfinite(v))
     throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(s) +
-                       "' is not a number");
+                       "' is not a finite number");
   return v;
 }
 
@@ -83,6 +86,11 @@ inline k_spec parse_k(std::string_view s, std::string_view spec) {
   const double v = parse_number(s, spec);
   if (s.find_first_of(".eE") == std::string_view::npos) {
     if (v < 1) throw config_error("compressor spec '" + std::string(spec) + "': k must be >= 1");
+    // a count above what a message holds (2^32 - 1 values) could never fit; checked before the
+    // conversion, which would be undefined for values beyond size_t
+    if (v > static_cast<double>(std::numeric_limits<std::uint32_t>::max()))
+      throw config_error("compressor spec '" + std::string(spec) + "': k = " + std::string(s) +
+                         " exceeds 4294967295, the most values a message holds");
     return k_spec::count(static_cast<std::size_t>(v));
   }
   if (!(v > 0.0 && v <= 1.0))
@@ -92,8 +100,8 @@ inline k_spec parse_k(std::string_view s, std::string_view spec) {
 }
 
 inline std::uint16_t parse_levels(std::string_view s, std::string_view spec) {
-  const double v = parse_number(s, spec);
-  if (v < 1 || v > max_qsgd_levels || v != static_cast<double>(static_cast<long>(v)))
+  const double v = parse_number(s, spec);  // finite, so the range check below comes first
+  if (v < 1 || v > max_qsgd_levels || v != std::floor(v))
     throw config_error("compressor spec '" + std::string(spec) + "': qsgd levels must be an "
                        "integer in [1, " + std::to_string(max_qsgd_levels) + "], got " +
                        std::string(s));
