@@ -319,6 +319,15 @@ int main(int argc, char** argv) {
         {"--mpi-timeout", c.mpi_timeout}};
     for (const auto& [option, v] : numbers)
       if (!std::isfinite(v)) throw sp::config_error(std::string(option) + " must be a finite number, got " + std::to_string(v));
+    // Output files are checked before any work, not after the run: each must be writable
+    // (a directory, a missing folder or a read-only place is an error now).
+    if (cl.root())
+      for (const auto& [option, path] : {std::pair<const char*, std::string>{"--log", c.log}, {"--summary", c.summary},
+                                         {"--plot", c.plot}, {"--plot", c.plot.empty() ? "" : c.plot + ".gp"}}) {
+        if (path.empty()) continue;
+        std::ofstream probe(path, std::ios::app);
+        if (!probe) throw sp::config_error(std::string("cannot write ") + option + " " + path);
+      }
     if (c.mpi_timeout * 1000 > static_cast<double>(std::numeric_limits<std::int32_t>::max()))
       throw sp::config_error("--mpi-timeout " + std::to_string(c.mpi_timeout) + " is too long (at most 2147483 seconds)");
   } catch (const sp::error& e) {
@@ -651,6 +660,13 @@ int main(int argc, char** argv) {
   } catch (const sp::error& e) {
     if (cl.mpi_run) std::fprintf(stderr, "sparsepush-train: rank %d: %s\n", cl.rank, e.what());
     else std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
+    return fail(2);
+  } catch (const std::bad_alloc&) {  // a message and exit code 2, never an abort
+    std::fprintf(stderr, "sparsepush-train: rank %d: out of memory (fewer --nodes, a smaller --model or --batch)\n",
+                 cl.rank);
+    return fail(2);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparsepush-train: rank %d: %s\n", cl.rank, e.what());
     return fail(2);
   }
   return 0;

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
+#include <sys/resource.h>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -90,6 +91,15 @@ TEST_CASE("IDX reader rejects truncated, malformed and mismatched files", "[data
   longer.push_back(0);
   REQUIRE_THROWS_WITH(read_idx_images(write_plain("long", longer)), Catch::Contains("trailing bytes"));
   REQUIRE_THROWS_WITH(read_idx_images(write_plain("zero", image_file(0x803, 2, 0, 3, 0))), Catch::Contains("implausible"));
+  {  // a header that announces 2^31 one-pixel images over 18 bytes: "truncated", without first
+     // allocating the 2 GiB it announces (peak memory grows by at most the 16 MiB read step)
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    REQUIRE_THROWS_WITH(read_idx_images(write_plain("huge", image_file(0x803, 0x80000000u, 1, 1, 18))),
+                        Catch::Contains("truncated") && Catch::Contains("2147483648 bytes"));
+    getrusage(RUSAGE_SELF, &after);
+    REQUIRE(after.ru_maxrss - before.ru_maxrss < 100 * 1024);  // kilobytes
+  }
   REQUIRE_THROWS_WITH(read_idx_images(temp_path("does-not-exist.gz")),
                       Catch::Contains("does-not-exist.gz") && Catch::Contains("does not exist"));
   const auto ip = write_plain("img2", img);

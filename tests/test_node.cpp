@@ -225,6 +225,26 @@ TEST_CASE("an envelope frame round-trips and rejects bad headers", "[transport]"
   REQUIRE_THROWS_AS(decode_envelope(bad, back), decode_error);
   REQUIRE_THROWS_AS(decode_envelope(std::span<const std::byte>(frame).first(10), back), decode_error);
   REQUIRE(encode(back) == encode(m));  // untouched by the failed decodes
+  // a receiver knows its dimension: a 32-byte message announcing 2^32 - 1 coordinates is refused
+  message huge;
+  huge.dim = 0xFFFFFFFFu;
+  huge.count = 0;
+  huge.index_enc = wire_indices::raw_u32;
+  huge.value_enc = wire_values::f32;
+  const auto bytes = encode(huge);
+  REQUIRE(bytes.size() == message_header_bytes);
+  REQUIRE(decode(bytes).dim == 0xFFFFFFFFu);  // valid as such
+  REQUIRE_THROWS_WITH(decode(bytes, back, 64), Catch::Contains("announces dim 4294967295") && Catch::Contains("64"));
+  std::vector<std::byte> hf;
+  encode_envelope({3, 17, 0.25, 1.5}, huge, hf);
+  REQUIRE_THROWS_AS(decode_envelope(hf, back, 64), decode_error);
+  // and the encoded loopback refuses it for a node of dimension 64
+  loopback_network net(2, {.mode = loopback_mode::encoded});
+  net.endpoint(1).post(0, std::vector<out_edge>{{1, 0.5}, {0, 0.5}}, 1.0, huge);
+  inbox box;
+  box.dim = 64;
+  REQUIRE_THROWS_WITH(net.endpoint(0).collect(0, std::vector<in_edge>{{0, 0.5}, {1, 0.5}}, box),
+                      Catch::Contains("announces dim 4294967295"));
 }
 
 namespace {

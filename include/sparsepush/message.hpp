@@ -135,6 +135,20 @@ inline void decode(std::span<const std::byte> buf, message& out) {
   out = std::move(m);
 }
 
+/// decode() for a receiver that knows the dimension (every gossip receiver does): a message
+/// announcing another dim is a decode_error before anything is allocated for it.
+inline void decode(std::span<const std::byte> buf, message& out, std::uint32_t expected_dim) {
+  if (buf.size() >= message_header_bytes && buf[0] == std::byte{'S'} && buf[1] == std::byte{'P'} &&
+      buf[2] == std::byte{'S'} && buf[3] == std::byte{'H'}) {
+    const std::uint32_t dim = detail::get_u32(buf.data() + 12);
+    if (dim != expected_dim)
+      throw decode_error("message announces dim " + std::to_string(dim) + ", the receiver's model has " +
+                             std::to_string(expected_dim),
+                         12);
+  }
+  decode(buf, out);
+}
+
 /// Parse and validate one encoded message.
 inline message decode(std::span<const std::byte> buf) {
   message m;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <string>
@@ -64,6 +65,7 @@ class choco_node {
     if (!(consensus_step > 0.0 && consensus_step <= 1.0))
       throw config_error("CHOCO consensus step must be in (0, 1], got " + std::to_string(consensus_step));
     xp_.assign(d_, T(0));
+    if (d_ <= std::numeric_limits<std::uint32_t>::max()) inbox_.dim = static_cast<std::uint32_t>(d_);
     for (const auto& e : col_) {
       if (e.to == id_) self_ = e.share;
       else in_.push_back({e.to, e.share});  // symmetric W: the senders are the receivers

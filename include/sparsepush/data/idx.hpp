@@ -54,8 +54,8 @@ class gz_reader {
   gz_reader(const gz_reader&) = delete;
   gz_reader& operator=(const gz_reader&) = delete;
 
-  /// Read exactly n bytes or throw naming what was being read.
-  void read(void* dst, std::size_t n, const char* what) {
+  /// Read up to n bytes (fewer only at the end of the file); a read error throws.
+  std::size_t read_some(void* dst, std::size_t n, const char* what) {
     auto* p = static_cast<unsigned char*>(dst);
     std::size_t got = 0;
     while (got < n) {
@@ -66,10 +66,37 @@ class gz_reader {
         const char* msg = gzerror(f_, &err);
         throw data_error(path_ + ": read error in " + what + ": " + (msg ? msg : "unknown"));
       }
-      if (r == 0)
-        throw data_error(path_ + ": truncated: " + what + " needs " + std::to_string(n) + " bytes, file ends after " +
-                         std::to_string(got));
+      if (r == 0) break;
       got += static_cast<std::size_t>(r);
+    }
+    return got;
+  }
+  /// Read exactly n bytes or throw naming what was being read.
+  void read(void* dst, std::size_t n, const char* what) {
+    const std::size_t got = read_some(dst, n, what);
+    if (got < n)
+      throw data_error(path_ + ": truncated: " + what + " needs " + std::to_string(n) + " bytes, file ends after " +
+                       std::to_string(got));
+  }
+  /// Read exactly n bytes into out, growing it as the bytes arrive: a header that announces more
+  /// than the file holds costs no more memory than the file (plus one 16 MiB step), then throws
+  /// "truncated".
+  template <class Byte>
+  void read_into(std::vector<Byte>& out, std::uint64_t n, const char* what) {
+    static_assert(sizeof(Byte) == 1);
+    constexpr std::uint64_t step = std::uint64_t{1} << 24;
+    out.clear();
+    while (out.size() < n) {
+      const std::size_t at = out.size();
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(step, n - at));
+      out.resize(at + take);
+      const std::size_t got = read_some(out.data() + at, take, what);
+      if (got < take) {
+        out.clear();
+        out.shrink_to_fit();
+        throw data_error(path_ + ": truncated: " + what + " needs " + std::to_string(n) + " bytes, file ends after " +
+                         std::to_string(at + got));
+      }
     }
   }
   std::uint32_t read_be32(const char* what) {
@@ -103,8 +130,7 @@ inline idx_images read_idx_images(const std::string& path) {
     throw data_error(path + ": implausible image size " + std::to_string(im.rows) + "x" + std::to_string(im.cols));
   const std::uint64_t bytes = std::uint64_t{im.count} * im.rows * im.cols;
   if (bytes > (std::uint64_t{1} << 34)) throw data_error(path + ": header announces " + std::to_string(bytes) + " bytes");
-  im.pixels.resize(static_cast<std::size_t>(bytes));
-  in.read(im.pixels.data(), im.pixels.size(), "the pixels");
+  in.read_into(im.pixels, bytes, "the pixels");
   if (!in.at_end()) throw data_error(path + ": trailing bytes after " + std::to_string(im.count) + " images");
   return im;
 }
@@ -117,8 +143,7 @@ inline idx_labels read_idx_labels(const std::string& path) {
   const std::uint32_t count = in.read_be32("the label count");
   if (count > (1u << 30)) throw data_error(path + ": implausible label count " + std::to_string(count));
   idx_labels lb;
-  lb.labels.resize(count);
-  in.read(lb.labels.data(), count, "the labels");
+  in.read_into(lb.labels, count, "the labels");
   if (!in.at_end()) throw data_error(path + ": trailing bytes after " + std::to_string(count) + " labels");
   return lb;
 }

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,7 @@ class push_sum_node {
     d_ = as_const_span(x_).size();
     detail::check_finite(as_const_span(x_), context{opt_.seed, opt_.id, 0}, "initial x");
     if (opt_.error_feedback) residual_.assign(d_, T(0));
+    if (d_ <= std::numeric_limits<std::uint32_t>::max()) inbox_.dim = static_cast<std::uint32_t>(d_);
   }
 
   std::uint32_t id() const noexcept { return opt_.id; }

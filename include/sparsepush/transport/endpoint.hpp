@@ -41,6 +41,8 @@ struct envelope {
 struct inbox {
   std::vector<envelope> envelopes;
   std::vector<message> decoded;
+  /// The receiver's dimension: a decoded message of another dim is refused (0: any).
+  std::uint32_t dim = 0;
 
   void clear() noexcept { envelopes.clear(); }
   /// Bytes of buffer this inbox keeps between rounds.
@@ -139,8 +141,9 @@ inline void encode_envelope(const envelope_header& h, const message& m, std::vec
 }
 
 /// Parse one envelope frame: the header is returned, the message is decoded (and fully
-/// validated) into m. A share or weight that is not finite, or a short frame, is a decode_error.
-inline envelope_header decode_envelope(std::span<const std::byte> frame, message& m) {
+/// validated) into m; with expected_dim (not 0) a message of another dim is refused. A share or
+/// weight that is not finite, or a short frame, is a decode_error.
+inline envelope_header decode_envelope(std::span<const std::byte> frame, message& m, std::uint32_t expected_dim = 0) {
   if (frame.size() < envelope_header_bytes)
     throw decode_error("envelope of " + std::to_string(frame.size()) + " bytes is shorter than its " +
                            std::to_string(envelope_header_bytes) + "-byte header",
@@ -151,7 +154,8 @@ inline envelope_header decode_envelope(std::span<const std::byte> frame, message
   if (!(std::isfinite(h.share) && h.share >= 0.0 && h.share <= 1.0))
     throw decode_error("envelope share is not in [0, 1]", 8);
   if (!(std::isfinite(h.u) && h.u > 0.0)) throw decode_error("envelope weight is not finite and positive", 16);
-  decode(frame.subspan(envelope_header_bytes), m);
+  if (expected_dim) decode(frame.subspan(envelope_header_bytes), m, expected_dim);
+  else decode(frame.subspan(envelope_header_bytes), m);
   return h;
 }
 

@@ -175,7 +175,7 @@ class loopback_network {
       if (p.dropped) continue;
       if (opt_.mode == loopback_mode::encoded) {
         message& m = box.decoded[k++];
-        const envelope_header h = decode_envelope(*p.frame, m);
+        const envelope_header h = decode_envelope(*p.frame, m, box.dim);
         if (h.from != p.from || h.round != round)
           throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) +
                                 " decoded an envelope of node " + std::to_string(h.from) + ", round " +

@@ -245,7 +245,7 @@ class mpi_network {
         message& m = box.decoded[k++];
         envelope_header h;
         try {
-          h = decode_envelope(rx_, m);
+          h = decode_envelope(rx_, m, box.dim);
         } catch (const decode_error& e) {
           throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) +
                                 " received a bad frame from rank " + std::to_string(src) + ": " + e.what());
