@@ -209,7 +209,7 @@ struct cluster {
 int main(int argc, char** argv) {
   config c;
   CLI::App app{"sparsepush-train: decentralized training on Fashion-MNIST with Sparse-Push, SCSP and baselines"};
-  app.add_option("--nodes", c.nodes, "number of nodes")->check(CLI::Range(2, 1024))->capture_default_str();
+  app.add_option("--nodes", c.nodes, "number of nodes, 2 to 1024")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--schedule", c.schedule,
                  "communication schedule: directed-ring, undirected-ring, torus:RxC, complete, time-varying-ring[:hops], "
                  "alternating-ring, exponential[:K], bidirectional-exponential, erdos-renyi:P, random:K "
@@ -295,6 +295,9 @@ int main(int argc, char** argv) {
   };
 
   try {
+    if (c.nodes < 2)
+      throw sp::config_error("--nodes must be at least 2: one node has no one to gossip with, and its run would be "
+                             "plain SGD (the library runs a single node that way; here use --nodes 2 or more)");
     if (c.schedule.empty())
       c.schedule = (c.algorithm == "dpsgd" || c.algorithm == "deepsqueeze" || c.algorithm == "choco") ? "undirected-ring"
                                                                                                          : "time-varying-ring";

@@ -450,3 +450,57 @@ TEST_CASE("SCSP, CHOCO and centralized run on a user tensor type with a user com
   for (std::size_t i = 0; i < n; ++i) REQUIRE(same_bits(as_const_span(c.model(i)), c_ref.model(i)));
   REQUIRE(same_bits(as_const_span(z.model(0)), z_ref.model(0)));
 }
+
+// ---- degenerate networks ---------------------------------------------------------------------
+
+TEST_CASE("one node is plain SGD, bit for bit, for SP, SGP, SCSP and CHOCO", "[algorithm]") {
+  const std::size_t d = 50;
+  const periodic_schedule alone({mixing_round::from_columns({{{0, 1.0}}})}, "alone");
+  const vec x0 = test::gaussian<double>(d, 77);
+  const auto oracle = pull_oracle(d);
+  // the reference: x <- x - lr p(x), nothing else
+  vec ref = x0;
+  vec p(d);
+  for (std::uint32_t t = 0; t < 30; ++t) {
+    oracle(0, t, ref, p);
+    for (std::size_t l = 0; l < d; ++l) ref[l] = ref[l] - 0.1 * p[l];
+  }
+  auto run = [&](auto&& alg) {
+    for (std::uint32_t t = 0; t < 30; ++t) alg.round(t, oracle, 0.1);
+    return alg.model(0);
+  };
+  REQUIRE(run(sparse_push<double>({x0}, alone, sgp_phases())) == ref);
+  REQUIRE(run(sparse_push<double>({x0}, alone, sparse_push_phases(parse_compressor("top-k:0.1"), 0.3))) == ref);
+  REQUIRE(run(sparse_push<double>({x0}, alone, scsp_phases(parse_compressor("sign"), 0.1, 25, 5, true))) == ref);
+  REQUIRE(run(choco<double>({x0}, alone, {.consensus_step = 0.5, .compressor = parse_compressor("top-k:0.2")})) == ref);
+  sparse_push<double> sp1({x0}, alone, sparse_push_phases(parse_compressor("top-k:0.1"), 0.3));
+  sp1.round(0, oracle, 0.1);
+  REQUIRE(sp1.group().u(0) == 1.0);
+}
+
+TEST_CASE("a round in which a node hears from no one keeps mass and still reaches the average", "[gossip]") {
+  // round 0: the ring 0 -> 1 -> 2 -> 0; round 1: only 0 -> 1 (node 0 and node 2 hear from no one)
+  digraph ring(3), one(3);
+  ring.add_edge(0, 1);
+  ring.add_edge(1, 2);
+  ring.add_edge(2, 0);
+  one.add_edge(0, 1);
+  const auto sched = time_varying_schedule({ring, one});
+  validate_schedule(sched);
+  std::vector<out_edge> col;
+  std::vector<in_edge> row;
+  in_edges_of(sched, 1, 2, row);
+  REQUIRE(row == std::vector<in_edge>{{2, 1.0}});  // itself only
+  const auto x0 = random_models(3, 20, 5);
+  vec avg(20, 0.0);
+  for (const auto& x : x0)
+    for (std::size_t l = 0; l < 20; ++l) avg[l] += x[l] / 3;
+  push_sum_group<vec> g(x0);
+  in_process_network net(3);
+  for (std::uint32_t t = 0; t < 400; ++t) {
+    g.round(sched, identity{}, net, t);
+    REQUIRE(std::abs(g.weight_mass() - 3.0) < 1e-12);
+  }
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t l = 0; l < 20; ++l) REQUIRE(g.debiased(i)[l] == Approx(avg[l]).margin(1e-9));
+}
