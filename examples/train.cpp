@@ -406,7 +406,9 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::uint8_t>> labels(n, std::vector<std::uint8_t>(c.batch));
     std::vector<std::vector<std::uint32_t>> batch_idx(n);
     std::vector<double> last_loss(n, 0.0);
-    std::vector<sp::nn::workspace> ws(n);
+    std::vector<sp::nn::workspace> ws(n);  // training scratch (batch --batch), one per node
+    // evaluation scratch (batches of 256 test images, tens of MB for the cnn): one per thread
+    std::vector<sp::nn::workspace> eval_ws(std::max<std::size_t>(1, c.threads));
     const sp::gradient_oracle<float> oracle = [&](std::uint32_t i, std::uint32_t, std::span<const float> model,
                                                   std::span<float> direction) {
       shards[i].next_batch(c.batch, batch_idx[i]);
@@ -449,7 +451,7 @@ int main(int argc, char** argv) {
         std::vector<std::jthread> workers;  // node i on thread i mod threads
         for (std::size_t t = 0; t < std::min(c.threads, ln); ++t)
           workers.emplace_back([&, t] {
-            for (std::size_t i = t; i < ln; i += c.threads) local_acc[i] = accuracy(models[i], samples, ws[cl.first + i]);
+            for (std::size_t i = t; i < ln; i += c.threads) local_acc[i] = accuracy(models[i], samples, eval_ws[t]);
           });
       }
       const std::vector<double> acc = cl.allgather(local_acc);
@@ -460,7 +462,7 @@ int main(int argc, char** argv) {
         ev.avg_node_accuracy += acc[i] / static_cast<double>(n);
         for (std::size_t l = 0; l < d; ++l) avg[l] += all_models[i][l] / static_cast<float>(n);
       }
-      ev.averaged_model_accuracy = accuracy(avg, samples, ws[0]);
+      ev.averaged_model_accuracy = accuracy(avg, samples, eval_ws[0]);
       return ev;
     };
     // The trainer's report over every node (rank 0 has the gathered models; bytes summed).
