@@ -18,6 +18,7 @@
 #include "../detail/thread_pool.hpp"
 #include "../topology/schedule.hpp"
 #include "../transport/loopback.hpp"
+#include "../transport/transport.hpp"
 #include "node.hpp"
 
 namespace sparsepush {
@@ -34,6 +35,17 @@ struct gossip_options {
   std::uint32_t first_node = 0;
   std::size_t total_nodes = 0;
 };
+
+namespace detail {
+/// The endpoint of one node over envelopes a whole-round transport already delivered.
+struct delivered_endpoint {
+  std::uint32_t id = 0;
+  const std::vector<envelope>* delivered = nullptr;
+  std::uint32_t node() const noexcept { return id; }
+  void post(std::uint32_t, std::span<const out_edge>, double, const message&) {}
+  void collect(std::uint32_t, std::span<const in_edge>, inbox& box) { box.envelopes = *delivered; }
+};
+}  // namespace detail
 
 /// Push-sum nodes in one process: push_sum_node's run on a thread pool, exchanging through a
 /// network in lockstep (every node posts before any node collects). By default the group holds
@@ -130,9 +142,10 @@ class push_sum_group {
     if (sched.num_nodes() != total_)
       throw schedule_error("schedule has " + std::to_string(sched.num_nodes()) + " nodes, the group has " +
                            std::to_string(total_));
-    if (net.num_nodes() != total_)
-      throw config_error("network has " + std::to_string(net.num_nodes()) + " nodes, the group has " +
-                         std::to_string(total_));
+    if constexpr (requires { net.num_nodes(); })
+      if (net.num_nodes() != total_)
+        throw config_error("network has " + std::to_string(net.num_nodes()) + " nodes, the group has " +
+                           std::to_string(total_));
     if (!(st.eta > 0.0 && st.eta <= 1.0))
       throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
                          std::to_string(t));
@@ -164,14 +177,28 @@ class push_sum_group {
       if (local) nodes_[i].local_step(ns.direction, ns.gamma);
       nodes_[i].compress(comp, t, st.feedback, ws_[w]);
     });
-    for (std::size_t i = 0; i < n; ++i) {
-      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-      nodes_[i].post(ep, t, cols_[i]);
-    }
-    // Gossip: collect on this thread (a network may need its calls on one thread), then mix.
-    for (std::size_t i = 0; i < n; ++i) {
-      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-      nodes_[i].collect(ep, t, rows_[i]);
+    if constexpr (requires { net.endpoint(std::uint32_t{0}); }) {
+      for (std::size_t i = 0; i < n; ++i) {
+        auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
+        nodes_[i].post(ep, t, cols_[i]);
+      }
+      // Gossip: collect on this thread (a network may need its calls on one thread), then mix.
+      for (std::size_t i = 0; i < n; ++i) {
+        auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
+        nodes_[i].collect(ep, t, rows_[i]);
+      }
+    } else {
+      // A whole-round transport of the earlier interface (deliver(round, outboxes, inboxes)).
+      static_assert(transport<Net>, "sparsepush: the network needs endpoint(node) (per-node endpoints) or "
+                                    "deliver(round, outboxes, inboxes) (the whole-round transport concept)");
+      if (n != total_) throw config_error("a whole-round transport serves every node; this group holds a block");
+      std::vector<outbox> out(n);
+      for (std::size_t i = 0; i < n; ++i) out[i] = {&nodes_[i].outgoing(), nodes_[i].u(), cols_[i]};
+      net.deliver(t, out, delivered_);
+      for (std::size_t i = 0; i < n; ++i) {
+        detail::delivered_endpoint ep{static_cast<std::uint32_t>(i), &delivered_[i]};
+        nodes_[i].collect(ep, t, rows_[i]);
+      }
     }
     pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i])); });
   }
@@ -206,6 +233,7 @@ class push_sum_group {
   std::vector<node_type> nodes_;
   std::vector<std::vector<out_edge>> cols_;
   std::vector<std::vector<in_edge>> rows_;
+  std::vector<std::vector<envelope>> delivered_;  ///< inboxes of a whole-round transport
   std::size_t d_ = 0;
   std::size_t total_ = 0;
 };
