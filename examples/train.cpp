@@ -467,13 +467,10 @@ int main(int argc, char** argv) {
     };
     // The trainer's report over every node (rank 0 has the gathered models; bytes summed).
     auto report = [&](const auto& alg, std::uint32_t t, const std::vector<std::vector<float>>& all_models) {
-      sp::round_report r;
-      r.round = t;
-      if (cl.root()) r.parameter_divergence = sp::parameter_divergence(all_models);
-      r.bytes_sent = cl.sum(alg.bytes_sent());
-      r.full_precision_bytes = cl.sum(alg.full_precision_bytes());
-      r.comm_ratio = r.bytes_sent ? static_cast<double>(r.full_precision_bytes) / static_cast<double>(r.bytes_sent) : 0.0;
-      return r;
+      const double divergence = cl.root() ? sp::parameter_divergence(all_models) : 0.0;
+      const std::size_t bytes = cl.sum(alg.bytes_sent());  // collectives: the same order on every rank
+      const std::size_t fp_bytes = cl.sum(alg.full_precision_bytes());
+      return sp::round_report::of(t, divergence, bytes, fp_bytes);
     };
 
     std::ofstream log;

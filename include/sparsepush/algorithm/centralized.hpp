@@ -53,11 +53,7 @@ class centralized {
   std::size_t dim() const noexcept { return as_const_span(x_).size(); }
   tensor_type model(std::size_t) const { return x_; }
   void model(std::size_t, std::span<T> out) const {
-    const auto x = as_const_span(x_);
-    if (out.size() != x.size())
-      throw size_error("model: output has " + std::to_string(out.size()) + " elements, the model has " +
-                       std::to_string(x.size()));
-    std::copy(x.begin(), x.end(), out.begin());
+    detail::copy_model<T>(as_const_span(x_), out);
   }
   /// Bytes of state per node: the shared model and one gradient buffer.
   std::size_t state_bytes(std::size_t) const { return 2 * dim() * sizeof(T); }

@@ -297,11 +297,7 @@ class choco {
   tensor_type model(std::size_t i) const { return nodes_.at(i).tensor(); }
   /// Node i's model x_i into out.
   void model(std::size_t i, std::span<T> out) const {
-    const auto x = nodes_.at(i).x();
-    if (out.size() != x.size())
-      throw size_error("model: output has " + std::to_string(out.size()) + " elements, the model has " +
-                       std::to_string(x.size()));
-    std::copy(x.begin(), x.end(), out.begin());
+    detail::copy_model<T>(nodes_.at(i).x(), out);
   }
   const choco_node<tensor_type>& node(std::size_t i) const { return nodes_.at(i); }
   const Net& network() const noexcept { return *net_; }

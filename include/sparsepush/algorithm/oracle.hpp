@@ -5,10 +5,12 @@
 // The metrics (mean model, parameter divergence) live in metrics.hpp.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -29,6 +31,15 @@ template <class X>
 using algorithm_tensor_t = std::conditional_t<tensor_element<X>, std::vector<X>, X>;
 
 namespace detail {
+/// out = x, sizes checked (an algorithm's model(i, out)).
+template <tensor_element T>
+void copy_model(std::span<const T> x, std::span<T> out) {
+  if (out.size() != x.size())
+    throw size_error("model: output has " + std::to_string(out.size()) + " elements, the model has " +
+                     std::to_string(x.size()));
+  std::copy(x.begin(), x.end(), out.begin());
+}
+
 template <class Tensor>
 void require_algorithm_tensor() {
   static_assert(mutable_flat_tensor<Tensor&>,

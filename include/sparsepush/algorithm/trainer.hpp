@@ -40,6 +40,12 @@ struct round_report {
   std::size_t bytes_sent = 0;             ///< all nodes, envelopes included
   std::size_t full_precision_bytes = 0;   ///< 4 d per message sent
   double comm_ratio = 0.0;                ///< full_precision_bytes / bytes_sent (0 before any byte)
+
+  /// The report of round t from its measurements: the ratio is derived here, once.
+  static round_report of(std::uint32_t t, double divergence, std::size_t bytes, std::size_t fp_bytes) {
+    return {t, divergence, bytes, fp_bytes,
+            bytes ? static_cast<double>(fp_bytes) / static_cast<double>(bytes) : 0.0};
+  }
 };
 
 /// Metrics of an algorithm now.
@@ -48,13 +54,7 @@ template <tensor_element T, class A>
 round_report report(const A& a, std::uint32_t round) {
   std::vector<std::vector<T>> models(a.num_nodes(), std::vector<T>(a.dim()));
   for (std::size_t i = 0; i < a.num_nodes(); ++i) a.model(i, std::span<T>(models[i]));
-  round_report r;
-  r.round = round;
-  r.parameter_divergence = parameter_divergence(models);
-  r.bytes_sent = a.bytes_sent();
-  r.full_precision_bytes = a.full_precision_bytes();
-  r.comm_ratio = r.bytes_sent ? static_cast<double>(r.full_precision_bytes) / static_cast<double>(r.bytes_sent) : 0.0;
-  return r;
+  return round_report::of(round, parameter_divergence(models), a.bytes_sent(), a.full_precision_bytes());
 }
 
 /// Run rounds [first, first + rounds) with learning rate lr(t); on_round(report) every `every`

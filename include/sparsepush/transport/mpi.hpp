@@ -156,11 +156,12 @@ class mpi_network {
     progress_sends();
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
     const send* first_frame = nullptr;  // encode(m) once; further receivers copy the frame
-    for (const auto& e : out) {
-      if (e.to == from) continue;
+    for (const auto& e : out)  // all edges first: a bad one sends and counts nothing
       if (e.to >= n_)
         throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
                              " outside [0, " + std::to_string(n_) + ") in round " + std::to_string(round));
+    for (const auto& e : out) {
+      if (e.to == from) continue;
       ledger_.add(from, bytes);
       if (is_local(e.to)) {
         local_box_[e.to - first_].push_back({round, from, e.share, u, &m});
