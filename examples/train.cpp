@@ -10,7 +10,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <random>
@@ -62,6 +66,10 @@ struct config {
   double consensus_step = 0.5;  // CHOCO gamma_c
   std::string transport = "inprocess";
   double mpi_timeout = 60;  // seconds
+  double drop_probability = 0;         // injected loss of each envelope
+  std::string loss_recovery = "ack";   // none (plain push-sum) or ack (the sender keeps lost shares)
+  std::string checkpoint, resume;      // directories
+  std::uint32_t checkpoint_every = 0;  // 0: at every evaluation
 };
 
 /// Consensus step that keeps model compression stable (ALGORITHMS.md: about 0.01-0.02 at top-1%).
@@ -93,6 +101,79 @@ int run_program(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/// Everything the nodes compute with, as "key=value;" pairs: what every MPI rank must agree on and
+/// what a checkpoint must have been written with to be resumed (threads and outputs excluded:
+/// they do not change the results).
+std::string settings_of(const config& c, std::size_t n, std::size_t d) {
+  return "nodes=" + std::to_string(n) + ";dim=" + std::to_string(d) + ";schedule=" + c.schedule +
+         ";algorithm=" + c.algorithm + ";compressor=" + c.compressor + ";eta=" + std::to_string(c.eta) +
+         ";final=" + std::to_string(c.final_rounds) + ";seed=" + std::to_string(c.seed) + ";model=" + c.model +
+         ";epochs=" + std::to_string(c.epochs) + ";batch=" + std::to_string(c.batch) + ";lr=" + std::to_string(c.lr) +
+         ";lr_schedule=" + c.lr_shape + ";warmup=" + std::to_string(c.warmup) + ";skew=" + std::to_string(c.skew) +
+         ";dirichlet=" + std::to_string(c.dirichlet) + ";momentum=" + std::to_string(c.momentum) +
+         ";nesterov=" + std::to_string(c.nesterov) + ";weight_decay=" + std::to_string(c.weight_decay) +
+         ";per_layer=" + std::to_string(c.per_layer) + ";consensus_step=" + std::to_string(c.consensus_step) +
+         ";data=" + c.data + ";drop=" + std::to_string(c.drop_probability) + ";recovery=" + c.loss_recovery +
+         ";eval_every=" + std::to_string(c.eval_every) + ";eval_samples=" + std::to_string(c.eval_samples) + ";";
+}
+
+/// The keys whose values differ between two settings strings, as "key=a (now b)".
+std::string settings_diff(const std::string& was, const std::string& now) {
+  auto split = [](const std::string& s) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    std::size_t at = 0;
+    while (at < s.size()) {
+      const std::size_t end = std::min(s.find(';', at), s.size());
+      const std::string item = s.substr(at, end - at);
+      const std::size_t eq = item.find('=');
+      kv.emplace_back(item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1));
+      at = end + 1;
+    }
+    return kv;
+  };
+  const auto a = split(was), b = split(now);
+  std::string out;
+  for (const auto& [k, v] : a) {
+    std::string nv = "(absent)";
+    for (const auto& [k2, v2] : b)
+      if (k2 == k) nv = v2;
+    if (nv != v) out += (out.empty() ? "" : ", ") + k + "=" + v + " (now " + nv + ")";
+  }
+  return out.empty() ? "the settings differ" : out;
+}
+
+/// A checkpoint directory: DIR/manifest names the last complete checkpoint (its round, the
+/// ranks that wrote it and the settings); DIR/round-R.rank-K.ckpt holds rank K's nodes.
+std::string rank_file(const std::string& dir, std::uint32_t round, int rank) {
+  return dir + "/round-" + std::to_string(round) + ".rank-" + std::to_string(rank) + ".ckpt";
+}
+struct manifest {
+  std::uint32_t round = 0;
+  std::uint32_t ranks = 1;
+  std::string settings;
+};
+void write_manifest(const std::string& dir, const manifest& m) {
+  sp::checkpoint_writer w;
+  w.section("MANI");
+  w.u32(m.round);
+  w.u32(m.ranks);
+  w.str(m.settings);
+  const auto bytes = w.finish();
+  sp::write_file_atomic(dir + "/manifest", bytes);
+}
+manifest read_manifest(const std::string& dir) {
+  const std::string path = dir + "/manifest";
+  const auto bytes = sp::read_file_bytes(path, 1 << 20);
+  sp::checkpoint_reader r(bytes, path);
+  r.section("MANI");
+  manifest m;
+  m.round = r.u32("round");
+  m.ranks = r.u32("ranks");
+  m.settings = r.str("settings", 1 << 16);
+  r.done();
+  return m;
+}
+
 bool symmetric_schedule(const std::string& s) {
   return s == "undirected-ring" || s == "complete" || s.rfind("torus", 0) == 0;
 }
@@ -115,6 +196,34 @@ struct shard {
       }
       out.push_back(order[cursor++]);
     }
+  }
+  /// Checkpoint the position in the data: order, cursor, epoch and the generator's state.
+  void save(sp::checkpoint_writer& w) const {
+    w.section("SHRD");
+    w.values(order);
+    w.u64(cursor);
+    w.u32(epoch);
+    std::ostringstream g;
+    g << gen;
+    w.str(g.str());
+  }
+  /// The saved position (checked: the same samples, a cursor inside them) as a new shard.
+  shard read(sp::checkpoint_reader& r) const {
+    r.section("SHRD");
+    shard s;
+    s.samples = samples;
+    s.order = r.values<std::uint32_t>("data order", samples.size());
+    std::vector<std::uint32_t> a = s.order, b = samples;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) r.fail("holds a data order that is not this node's shard (other data or partition?)");
+    s.cursor = static_cast<std::size_t>(r.u64("data cursor"));
+    if (s.cursor > s.order.size()) r.fail("holds a data cursor past the end of the shard");
+    s.epoch = r.u32("data epoch");
+    std::istringstream g(r.str("generator state", 1 << 16));
+    g >> s.gen;
+    if (!g) r.fail("holds a generator state that does not parse");
+    return s;
   }
 };
 
@@ -186,6 +295,12 @@ struct cluster {
 #endif
     return v;
   }
+  std::uint32_t broadcast(std::uint32_t v) const {
+#ifdef SPARSEPUSH_HAS_MPI
+    if (mpi_run) MPI_Bcast(&v, 1, MPI_UINT32_T, 0, comm);
+#endif
+    return v;
+  }
 
  private:
 #ifdef SPARSEPUSH_HAS_MPI
@@ -248,6 +363,19 @@ int main(int argc, char** argv) {
                  "inprocess (all nodes in this process) or mpi (under mpirun -np R: each rank runs a block of "
                  "the nodes; rank 0 reports)")
       ->check(CLI::IsMember({"inprocess", "mpi"}))->capture_default_str();
+  app.add_option("--drop-probability", c.drop_probability,
+                 "inject message loss: each envelope is lost with this probability in [0, 1) (in-process and MPI alike)")
+      ->capture_default_str();
+  app.add_option("--loss-recovery", c.loss_recovery,
+                 "ack: a sender keeps the shares of its lost envelopes (mass conserved); none: plain push-sum")
+      ->check(CLI::IsMember({"ack", "none"}))->capture_default_str();
+  app.add_option("--checkpoint", c.checkpoint,
+                 "directory for crash-safe checkpoints of every node's state (created if missing)");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "rounds between checkpoints (0: at every evaluation)")
+      ->capture_default_str();
+  app.add_option("--resume", c.resume,
+                 "continue the run checkpointed in this directory (same settings; checkpoints go on there "
+                 "unless --checkpoint names another)");
   app.add_option("--mpi-timeout", c.mpi_timeout, "seconds a rank waits for a missing message before it stops the run")
       ->check(CLI::PositiveNumber)->capture_default_str();
   try {
@@ -309,6 +437,13 @@ int main(int argc, char** argv) {
     }
     if (cl.mpi_run && c.algorithm == "centralized")
       throw sp::config_error("--algorithm centralized runs in one process only (--transport inprocess)");
+    if (!(c.drop_probability >= 0 && c.drop_probability < 1))
+      throw sp::config_error("--drop-probability must be in [0, 1), got " + std::to_string(c.drop_probability));
+    if (c.drop_probability > 0 && (c.algorithm == "centralized" || c.algorithm == "choco"))
+      throw sp::config_error("--drop-probability: " + c.algorithm +
+                             (c.algorithm == "choco" ? " needs every message delivered (its nodes keep copies of their "
+                                                       "neighbours' models, which a lost message would corrupt)"
+                                                     : " sends no messages"));
     if (!c.plot.empty() && c.log.empty())
       throw sp::config_error("--plot needs --log (the plot is drawn from the CSV log)");
     if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
@@ -319,7 +454,7 @@ int main(int argc, char** argv) {
     const std::pair<const char*, double> numbers[] = {
         {"--epochs", c.epochs}, {"--lr", c.lr}, {"--skew", c.skew}, {"--dirichlet", c.dirichlet},
         {"--momentum", c.momentum}, {"--weight-decay", c.weight_decay}, {"--consensus-step", c.consensus_step},
-        {"--mpi-timeout", c.mpi_timeout}};
+        {"--mpi-timeout", c.mpi_timeout}, {"--drop-probability", c.drop_probability}};
     for (const auto& [option, v] : numbers)
       if (!std::isfinite(v)) throw sp::config_error(std::string(option) + " must be a finite number, got " + std::to_string(v));
     // Output files are checked before any work, not after the run: each must be writable
@@ -331,6 +466,25 @@ int main(int argc, char** argv) {
         std::ofstream probe(path, std::ios::app);
         if (!probe) throw sp::config_error(std::string("cannot write ") + option + " " + path);
       }
+    // Checkpoints: --resume DIR continues there unless --checkpoint names another directory;
+    // the directory is created and must be writable now, not at the first checkpoint.
+    if (c.checkpoint_every > 0 && c.checkpoint.empty() && c.resume.empty())
+      throw sp::config_error("--checkpoint-every needs --checkpoint DIR");
+    if (c.checkpoint.empty()) c.checkpoint = c.resume;
+    if (!c.checkpoint.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(c.checkpoint, ec);
+      if (!std::filesystem::is_directory(c.checkpoint))
+        throw sp::config_error("cannot create the --checkpoint directory " + c.checkpoint +
+                               (ec ? ": " + ec.message() : std::string()));
+      const std::string probe = c.checkpoint + "/.write-probe";
+      std::ofstream p(probe);
+      if (!p) throw sp::config_error("cannot write in the --checkpoint directory " + c.checkpoint);
+      p.close();
+      std::filesystem::remove(probe, ec);
+    }
+    if (!c.resume.empty() && cl.root() && !std::filesystem::exists(c.resume + "/manifest"))
+      throw sp::config_error("--resume " + c.resume + ": no checkpoint there (" + c.resume + "/manifest is missing)");
     if (c.mpi_timeout * 1000 > static_cast<double>(std::numeric_limits<std::int32_t>::max()))
       throw sp::config_error("--mpi-timeout " + std::to_string(c.mpi_timeout) + " is too long (at most 2147483 seconds)");
   } catch (const sp::error& e) {
@@ -349,19 +503,12 @@ int main(int argc, char** argv) {
     std::unique_ptr<sp::mpi_network> mpi_net;
     if (cl.mpi_run) {
       mpi_net = std::make_unique<sp::mpi_network>(
-          MPI_COMM_WORLD, n, sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000))});
+          MPI_COMM_WORLD, n,
+          sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000)), c.drop_probability, c.seed});
       cl.first = mpi_net->first_node();
       cl.local = mpi_net->local_nodes();
       // every rank must run the same thing: whatever the nodes compute with
-      mpi_net->agree("nodes=" + std::to_string(n) + ";dim=" + std::to_string(d) + ";schedule=" + c.schedule +
-                     ";algorithm=" + c.algorithm + ";compressor=" + c.compressor + ";eta=" + std::to_string(c.eta) +
-                     ";final=" + std::to_string(c.final_rounds) + ";seed=" + std::to_string(c.seed) +
-                     ";model=" + c.model + ";epochs=" + std::to_string(c.epochs) + ";batch=" + std::to_string(c.batch) +
-                     ";lr=" + std::to_string(c.lr) + ";lr_schedule=" + c.lr_shape + ";warmup=" + std::to_string(c.warmup) +
-                     ";skew=" + std::to_string(c.skew) + ";dirichlet=" + std::to_string(c.dirichlet) +
-                     ";momentum=" + std::to_string(c.momentum) + ";nesterov=" + std::to_string(c.nesterov) +
-                     ";weight_decay=" + std::to_string(c.weight_decay) + ";per_layer=" + std::to_string(c.per_layer) +
-                     ";consensus_step=" + std::to_string(c.consensus_step) + ";data=" + c.data);
+      mpi_net->agree(settings_of(c, n, d));
     }
 #endif
     const sp::partition parts = c.dirichlet > 0 ? sp::partition_dirichlet(fm.train.labels, n, c.dirichlet, c.seed)
@@ -473,11 +620,56 @@ int main(int argc, char** argv) {
       return sp::round_report::of(t, divergence, bytes, fp_bytes);
     };
 
+    // --resume: rank 0 reads the manifest (the last complete checkpoint) and tells every rank its
+    // round; each rank then restores its own file in run().
+    const std::string settings = settings_of(c, n, d);
+    std::uint32_t resume_round = 0;
+    if (!c.resume.empty()) {
+      int ok = 1;
+      std::string why;
+      if (cl.root()) {
+        try {
+          const manifest m = read_manifest(c.resume);
+          if (m.settings != settings)
+            throw sp::checkpoint_error("--resume " + c.resume + " was written with other settings: " +
+                                       settings_diff(m.settings, settings));
+          if (m.ranks != static_cast<std::uint32_t>(cl.ranks))
+            throw sp::checkpoint_error("--resume " + c.resume + " was written by " + std::to_string(m.ranks) +
+                                       " rank(s), this run has " + std::to_string(cl.ranks));
+          if (m.round == 0 || m.round >= rounds)
+            throw sp::checkpoint_error("--resume " + c.resume + " holds round " + std::to_string(m.round) +
+                                       ", outside this run's 1.." + std::to_string(rounds - 1));
+          resume_round = m.round;
+        } catch (const sp::error& e) {
+          ok = 0;
+          why = e.what();
+        }
+      }
+      if (!cl.broadcast(ok)) {
+        if (cl.root()) throw sp::checkpoint_error(why.substr(std::string("sparsepush: ").size()));
+        return 2;  // rank 0 reports and aborts the job
+      }
+      resume_round = cl.broadcast(resume_round);
+    }
+    const char* log_header =
+        "round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,"
+        "comm_ratio,wall_seconds";
     std::ofstream log;
     if (!c.log.empty() && cl.root()) {
+      // a resumed run keeps the log's rows up to its checkpoint and appends the rest
+      std::vector<std::string> kept;
+      if (resume_round > 0) {
+        std::ifstream old(c.log);
+        std::string line;
+        for (bool first = true; std::getline(old, line); first = false) {
+          if (first) continue;
+          if (std::strtoull(line.c_str(), nullptr, 10) <= resume_round) kept.push_back(line);
+        }
+      }
       log.open(c.log);
       if (!log) throw sp::data_error("cannot write the log file " + c.log);
-      log << "round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,comm_ratio,wall_seconds\n";
+      log << log_header << '\n';
+      for (const auto& line : kept) log << line << '\n';
     }
     const bool tty = isatty(fileno(stdout)) && !cl.mpi_run;  // mpirun forwards a pty: plain lines there
     if (cl.root())
@@ -490,12 +682,86 @@ int main(int argc, char** argv) {
     json summary;
     double first_loss = -1;
     double train_seconds = 0;  // time inside rounds only (no loading, no evaluation)
+    // Checkpoint after round `next - 1`: this rank's nodes (the algorithm's state and ledger), their
+    // data positions, momentum and last losses, then (all ranks written) rank 0's manifest; each
+    // rank keeps its previous file until the next checkpoint is complete.
+    const std::uint32_t ckpt_every = c.checkpoint_every ? c.checkpoint_every : eval_every;
+    std::uint32_t ckpt_prev = resume_round;
+    auto save_checkpoint = [&](const auto& alg, std::uint32_t next) {
+      sp::checkpoint_writer w;
+      w.section("TRNR");
+      w.str(settings);
+      w.u32(next);
+      w.u32(static_cast<std::uint32_t>(cl.rank));
+      w.u32(static_cast<std::uint32_t>(cl.ranks));
+      w.u64(cl.first);
+      w.u64(cl.local);
+      w.f64(first_loss);
+      w.f64(train_seconds);
+      w.values(std::span<const double>(last_loss.data() + cl.first, cl.local));
+      for (std::size_t i = cl.first; i < cl.first + cl.local; ++i) {
+        shards[i].save(w);
+        w.values(velocity[i]);
+      }
+      alg.save(w);
+      sp::write_file_atomic(rank_file(c.checkpoint, next, cl.rank), w.finish());
+#ifdef SPARSEPUSH_HAS_MPI
+      if (mpi_net) mpi_net->agree("checkpoint round " + std::to_string(next));  // every rank's file is written
+#endif
+      if (cl.root()) write_manifest(c.checkpoint, {next, static_cast<std::uint32_t>(cl.ranks), settings});
+      std::error_code ec;
+      for (const auto& f : std::filesystem::directory_iterator(c.checkpoint, ec)) {
+        const std::string name = f.path().filename().string();
+        unsigned long r = 0;
+        int k = -1;
+        if (std::sscanf(name.c_str(), "round-%lu.rank-%d.ckpt", &r, &k) == 2 && k == cl.rank && r < ckpt_prev)
+          std::filesystem::remove(f.path(), ec);
+      }
+      ckpt_prev = next;
+    };
+    // Restore this rank's file of round `resume_round`: all of it, or an error naming what is wrong.
+    auto load_checkpoint = [&](auto& alg) {
+      const std::string path = rank_file(c.resume, resume_round, cl.rank);
+      const auto bytes = sp::read_file_bytes(path);
+      sp::checkpoint_reader r(bytes, path);
+      r.section("TRNR");
+      const std::string was = r.str("settings", 1 << 16);
+      if (was != settings) r.fail("was written with other settings: " + settings_diff(was, settings));
+      if (r.u32("round") != resume_round) r.fail("holds another round than its manifest");
+      if (r.u32("rank") != static_cast<std::uint32_t>(cl.rank) || r.u32("ranks") != static_cast<std::uint32_t>(cl.ranks) ||
+          r.u64("first node") != cl.first || r.u64("local nodes") != cl.local)
+        r.fail("was written by another rank layout");
+      const double fl = r.f64("first loss");
+      const double ts = r.f64("train seconds");
+      std::vector<double> ll(cl.local);
+      r.values(std::span<double>(ll), "last losses");
+      std::vector<shard> sh;
+      std::vector<std::vector<float>> vel(cl.local, std::vector<float>(d));
+      for (std::size_t i = 0; i < cl.local; ++i) {
+        sh.push_back(shards[cl.first + i].read(r));
+        r.values(std::span<float>(vel[i]), "momentum");
+      }
+      alg.restore(r);  // checks everything before it changes anything
+      r.done();
+      first_loss = fl;
+      train_seconds = ts;
+      for (std::size_t i = 0; i < cl.local; ++i) {
+        last_loss[cl.first + i] = ll[i];
+        shards[cl.first + i] = std::move(sh[i]);
+        velocity[cl.first + i] = std::move(vel[i]);
+      }
+    };
+
     auto run = [&](auto& alg) -> int {
       sp::round_report rep;
       evaluation ev;
       std::vector<std::vector<float>> all_models;
       std::size_t bytes_now = 0;
-      for (std::uint32_t t = 0; t < rounds; ++t) {
+      if (resume_round > 0) {
+        load_checkpoint(alg);
+        if (cl.root()) std::printf("resumed from %s at round %u\n", c.resume.c_str(), resume_round);
+      }
+      for (std::uint32_t t = resume_round; t < rounds; ++t) {
         const auto r0 = std::chrono::steady_clock::now();
         alg.round(t, oracle, lr(t));
         train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
@@ -544,10 +810,30 @@ int main(int argc, char** argv) {
                       static_cast<double>(bytes_now) / 1e6, eta_s, tty ? "   " : "\n");
           std::fflush(stdout);
         }
+        if (!c.checkpoint.empty() && (t + 1) % ckpt_every == 0 && t + 1 < rounds) {
+          if (log.is_open()) log.flush();
+          save_checkpoint(alg, t + 1);
+        }
       }
       if (tty) std::printf("\n");
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       const auto one = net.profile(c.batch * n), per = net.profile(c.batch);
+      // sum_i u_i over every node, in node order (the same bits in one process and under MPI);
+      // null for algorithms without push-sum weights
+      json weight_mass = nullptr;
+      if constexpr (requires { alg.group().u(std::size_t{0}); }) {
+        std::vector<double> us(alg.num_nodes());
+        for (std::size_t i = 0; i < us.size(); ++i) us[i] = alg.group().u(i);
+        double mass = 0;
+        for (const double u : cl.allgather(us)) mass += u;
+        weight_mass = mass;
+      }
+      std::size_t dropped = 0;
+      if constexpr (requires { alg.messages_dropped(); }) dropped = alg.messages_dropped();
+      dropped = cl.sum(dropped);
+      std::size_t sent = 0;
+      if constexpr (requires { alg.messages_sent(); }) sent = alg.messages_sent();
+      sent = cl.sum(sent);
       summary = {{"algorithm", c.algorithm},
                  {"nodes", n},
                  {"schedule", c.schedule},
@@ -567,6 +853,11 @@ int main(int argc, char** argv) {
                  {"bytes_full_precision_equivalent", rep.full_precision_bytes},
                  {"comm_ratio", rep.comm_ratio},
                  {"state_bytes_per_node", alg.state_bytes(0)},
+                 {"drop_probability", c.drop_probability},
+                 {"loss_recovery", c.loss_recovery},
+                 {"messages_sent", sent},
+                 {"messages_dropped", dropped},
+                 {"weight_mass", weight_mass},
                  {"transport", c.transport},
                  {"ranks", cl.ranks},
                  {"wall_seconds", wall},
@@ -591,8 +882,12 @@ int main(int argc, char** argv) {
     };
     auto run_sparse_push = [&](const sp::phase_schedule& phases, auto&... net) {
       using net_t = std::conditional_t<sizeof...(net) == 0, sp::loopback_network, std::remove_reference_t<decltype((net, ...))>>;
-      sp::sparse_push<float, sp::any_compressor, sp::any_schedule, net_t> alg(x0, sched, phases, net...,
-                                                                              {.threads = c.threads, .seed = c.seed});
+      const sp::sparse_push_options so{
+          .threads = c.threads,
+          .seed = c.seed,
+          .network = {.drop_probability = c.drop_probability, .seed = c.seed},
+          .recovery = c.loss_recovery == "ack" ? sp::loss_recovery::acknowledged : sp::loss_recovery::none};
+      sp::sparse_push<float, sp::any_compressor, sp::any_schedule, net_t> alg(x0, sched, phases, net..., so);
       return run(alg);
     };
     if (c.algorithm == "centralized") {

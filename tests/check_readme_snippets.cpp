@@ -94,6 +94,9 @@ const claim claims[] = {
      R"(\n *--data [^=\n]*=(\S+))"},
     {"--transport", R"(`--transport` is `(\w+)` by default)", R"(\n *--transport [^=\n]*=(\S+))"},
     {"--mpi-timeout", R"(waits `--mpi-timeout` seconds \(default (\d+)\))", R"(\n *--mpi-timeout [^=\n]*=(\S+))"},
+    {"--loss-recovery", R"(picks the variant \(default `(\w+)`;)", R"(\n *--loss-recovery [^=\n]*=(\S+))"},
+    {"--drop-probability", R"(`--drop-probability` defaults to (\d+)\))", R"(\n *--drop-probability [^=\n]*=(\S+))"},
+    {"--checkpoint-every", R"(every `--checkpoint-every` rounds \((\d+), the\s+default)", R"(\n *--checkpoint-every [^=\n]*=(\S+))"},
 };
 
 std::string lower(std::string s) {

@@ -6,6 +6,7 @@
 #include "tensor.hpp"
 #include "wire.hpp"
 #include "message.hpp"
+#include "checkpoint.hpp"
 #include "error_feedback.hpp"
 #include "compress/common.hpp"
 #include "compress/values.hpp"

@@ -1,7 +1,9 @@
 // MPI checks of sparsepush/transport/mpi.hpp, run under mpirun by ctest. Usage:
 //   mpi_check bits ALGORITHM NODES   the nodes of this run spread over the ranks give, bit for bit,
 //                                    the models and byte counts of the same run in one process
-//                                    (ALGORITHM: sp-int8, scsp, sgp, choco)
+//                                    (ALGORITHM: sp-int8, scsp, sgp, choco, or sp-lossy: SP with
+//                                    30% injected loss and acknowledged recovery; both runs lose
+//                                    the same envelopes)
 //   mpi_check fault KIND             rank 1 misbehaves at round 3 (KIND: stall, exit, round,
 //                                    settings); the other ranks must fail with a clear error
 // Prints "mpi_check: ... ok" and exits 0, or names what differed and exits 1. In the fault runs
@@ -33,7 +35,10 @@ const sp::gradient_oracle<double> oracle = [](std::uint32_t i, std::uint32_t t, 
   for (std::size_t l = 0; l < d; ++l) p[l] = x[l] - std::cos(0.1 * double(l) * double(i + 1) + 0.01 * t);
 };
 
-std::string schedule_of(const std::string& alg) { return alg == "choco" ? "undirected-ring" : "time-varying-ring"; }
+std::string schedule_of(const std::string& alg) {
+  return alg == "choco" ? "undirected-ring" : alg == "sp-lossy" ? "exponential" : "time-varying-ring";
+}
+double drop_of(const std::string& alg) { return alg == "sp-lossy" ? 0.3 : 0.0; }
 
 sp::phase_schedule phases_of(const std::string& alg) {
   if (alg == "sgp") return sp::sgp_phases();
@@ -55,14 +60,20 @@ std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec
     for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
     return a.bytes_sent();
   }
-  sp::sparse_push<double, sp::any_compressor, sp::any_schedule, Net> a(x0, sched, phases_of(alg), net, {.seed = 3});
+  const auto rec = drop_of(alg) > 0 ? sp::loss_recovery::acknowledged : sp::loss_recovery::none;
+  sp::sparse_push<double, sp::any_compressor, sp::any_schedule, Net> a(x0, sched, phases_of(alg), net,
+                                                                       {.seed = 3, .recovery = rec});
   for (std::uint32_t t = 0; t < rounds; ++t) a.round(t, oracle, 0.05);
   for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
+  if (drop_of(alg) > 0 && a.messages_dropped() == 0 && a.num_nodes() > 2) {
+    std::printf("mpi_check: %s lost no envelope\n", alg.c_str());
+    std::exit(1);
+  }
   return a.bytes_sent();
 }
 
 int bits(const std::string& alg, std::size_t n) {
-  sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = std::chrono::seconds(30)});
+  sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = std::chrono::seconds(30), .drop_probability = drop_of(alg), .seed = 11});
   net.agree(alg + ";" + std::to_string(n));
   std::vector<vec> local;
   unsigned long long bytes = run(alg, n, net, local);
@@ -80,7 +91,7 @@ int bits(const std::string& alg, std::size_t n) {
   MPI_Reduce(&bytes, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   int rc = 0;
   if (net.rank() == 0) {
-    sp::loopback_network loop(n);
+    sp::loopback_network loop(n, {.drop_probability = drop_of(alg), .seed = 11});
     std::vector<vec> ref;
     const std::size_t ref_bytes = run(alg, n, loop, ref);
     for (std::size_t i = 0; i < n; ++i)

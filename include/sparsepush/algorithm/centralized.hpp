@@ -9,6 +9,7 @@
 
 #include "../compress/common.hpp"
 #include "../detail/thread_pool.hpp"
+#include "../checkpoint.hpp"
 #include "oracle.hpp"
 
 namespace sparsepush {
@@ -58,6 +59,23 @@ class centralized {
   /// Bytes of state per node: the shared model and one gradient buffer.
   std::size_t state_bytes(std::size_t) const { return 2 * dim() * sizeof(T); }
   std::size_t bytes_sent() const noexcept { return bytes_; }
+  /// Checkpoint the model and the byte count (section "CNTR").
+  void save(checkpoint_writer& w) const {
+    w.section("CNTR");
+    w.u64(g_.size());
+    w.values(as_const_span(x_));
+    w.u64(bytes_);
+  }
+  /// Restore what save() wrote, or nothing (checkpoint_error).
+  void restore(checkpoint_reader& r) {
+    r.section("CNTR");
+    if (r.u64("node count") != g_.size()) r.fail("holds a centralized run of another node count");
+    std::vector<T> x(dim());
+    r.values(std::span<T>(x), "model");
+    const auto bytes = r.u64("bytes sent");
+    std::copy(x.begin(), x.end(), as_span(x_).begin());
+    bytes_ = static_cast<std::size_t>(bytes);
+  }
   /// What the same traffic costs in fp32 (all-reduce sends fp32 already: equal to bytes_sent).
   std::size_t full_precision_bytes() const noexcept { return bytes_; }
 

@@ -140,6 +140,58 @@ class choco_node {
     for_each_value<T>(msg_, [this](std::uint32_t l, T q) { xp_[l] += q; });
   }
 
+  /// A node's saved state (checked against this node), not yet applied: x, xp, and s or the copies.
+  struct saved_state {
+    std::vector<T> x, xp, s;
+    std::vector<std::vector<T>> copies;
+  };
+  /// Checkpoint section "CHND": id, dim, x, xp, then s or every neighbour copy. Call between rounds.
+  void save(checkpoint_writer& w) const {
+    w.section("CHND");
+    w.u32(id_);
+    w.u64(d_);
+    w.values(x());
+    w.values(std::span<const T>(xp_));
+    w.u64(form_ == choco_form::weighted_sum ? 0 : copies_.size());
+    if (form_ == choco_form::weighted_sum) w.values(std::span<const T>(s_));
+    for (const auto& [j, c] : copies_) {
+      w.u32(j);
+      w.values(std::span<const T>(c));
+    }
+  }
+  /// Read this node's saved state and check it without changing anything.
+  saved_state read_state(checkpoint_reader& r) const {
+    r.section("CHND");
+    const auto id = r.u32("node id");
+    if (id != id_) r.fail("holds CHOCO node " + std::to_string(id) + " where node " + std::to_string(id_) + " was expected");
+    if (r.u64("node dim") != d_) r.fail("holds CHOCO node " + std::to_string(id) + " of another model size");
+    saved_state st;
+    st.x.resize(d_);
+    st.xp.resize(d_);
+    r.values(std::span<T>(st.x), "x");
+    r.values(std::span<T>(st.xp), "public copy");
+    const auto copies = r.u64("neighbour copies");
+    if (copies != (form_ == choco_form::weighted_sum ? 0 : copies_.size()))
+      r.fail("holds CHOCO node " + std::to_string(id) + " in another form or with other neighbours");
+    if (form_ == choco_form::weighted_sum) {
+      st.s.resize(d_);
+      r.values(std::span<T>(st.s), "weighted sum s");
+    }
+    for (const auto& c : copies_) {
+      if (r.u32("neighbour") != c.first) r.fail("holds CHOCO node " + std::to_string(id) + " with other neighbours");
+      st.copies.emplace_back(d_);
+      r.values(std::span<T>(st.copies.back()), "neighbour copy");
+    }
+    return st;
+  }
+  /// Apply a state from read_state() (cannot fail).
+  void restore(const saved_state& st) noexcept {
+    std::copy(st.x.begin(), st.x.end(), x().begin());
+    xp_ = st.xp;
+    if (form_ == choco_form::weighted_sum) s_ = st.s;
+    for (std::size_t k = 0; k < copies_.size(); ++k) copies_[k].second = st.copies[k];
+  }
+
   template <endpoint E>
   void post(E& ep, std::uint32_t t) const { ep.post(t, col_, 1.0, msg_); }
   template <endpoint E>
@@ -239,6 +291,10 @@ class choco {
       throw config_error("CHOCO consensus step must be in (0, 1], got " + std::to_string(opt_.consensus_step));
     validate_schedule(sched_);
     if (sched_.period() != 1) throw schedule_error("CHOCO-SGD needs a static schedule (period 1)");
+    if constexpr (requires { net_->loss().active(); })
+      if (net_->loss().active())
+        throw config_error("CHOCO-SGD needs every message delivered (each node keeps copies of its neighbours' "
+                           "public models, which a lost message would corrupt): run it on a network without loss");
     d_ = as_const_span(x0[0]).size();
     std::vector<std::vector<out_edge>> cols(n);
     for (std::uint32_t j = 0; j < n; ++j) sched_.out_edges(0, j, cols[j]);
@@ -286,6 +342,29 @@ class choco {
       nodes_[i].collect(ep, t);
     }
     pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].mix(); });
+  }
+
+  /// Checkpoint this process's nodes and its network's byte ledger (section "CHCO").
+  void save(checkpoint_writer& w) const {
+    w.section("CHCO");
+    w.u32(first_);
+    w.u64(nodes_.size());
+    for (const auto& nd : nodes_) nd.save(w);
+    net_->save(w);
+  }
+  /// Restore what save() wrote: every node and the ledger, or nothing (checkpoint_error).
+  void restore(checkpoint_reader& r) {
+    r.section("CHCO");
+    const auto first = r.u32("first node");
+    const auto count = r.u64("node count");
+    if (first != first_ || count != nodes_.size())
+      r.fail("holds CHOCO nodes [" + std::to_string(first) + ", " + std::to_string(first + count) +
+             "), this process runs [" + std::to_string(first_) + ", " + std::to_string(first_ + nodes_.size()) + ")");
+    std::vector<typename choco_node<tensor_type>::saved_state> st;
+    for (const auto& nd : nodes_) st.push_back(nd.read_state(r));
+    auto ledger = net_->read_ledger(r);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) nodes_[i].restore(st[i]);
+    net_->restore_ledger(std::move(ledger));
   }
 
   /// Nodes run by this process; accessor indices are local (node first_node() + i).

@@ -29,6 +29,9 @@ struct sparse_push_options {
   std::size_t threads = 1;
   std::uint64_t seed = 0;               ///< keys random compressors (with node and round)
   loopback_options network{};           ///< message loss, tracing and mode of the loopback
+  /// What the nodes do about lost envelopes (gossip/node.hpp); only matters when the network
+  /// loses some (loopback_options::drop_probability, mpi_options::drop_probability).
+  loss_recovery recovery = loss_recovery::none;
 };
 
 /// Nodes running Sparse-Push (or SGP, D-PSGD, DeepSqueeze, SCSP), over any tensor type (or an
@@ -51,7 +54,7 @@ class sparse_push {
     requires std::is_same_v<Net, loopback_network>
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_nodes(std::move(x0), sched_),
-               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed}),
+               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery}),
         own_net_(std::make_unique<loopback_network>(group_.num_nodes(), opt.network)), net_(own_net_.get()),
         dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
         xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
@@ -64,7 +67,8 @@ class sparse_push {
   sparse_push(std::vector<tensor_type> x0, S sched, phases_type phases, Net& net, sparse_push_options opt = {})
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_block(std::move(x0), sched_, net),
-               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, net.first_node(), net.num_nodes()}),
+               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, net.first_node(), net.num_nodes(),
+                              opt.recovery}),
         net_(&net), dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
         xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
     check_types();
@@ -109,6 +113,32 @@ class sparse_push {
   /// Bytes sent by the nodes of this process (all nodes over a loopback).
   std::size_t bytes_sent() const noexcept { return net_->total_bytes(); }
   std::size_t messages_sent() const noexcept { return net_->total_messages(); }
+  /// Envelopes the network lost, of those sent by this process's nodes (0 for a network that
+  /// loses none).
+  std::size_t messages_dropped() const noexcept {
+    if constexpr (requires { net_->messages_dropped(); }) return net_->messages_dropped();
+    else return 0;
+  }
+  /// sum_i u_i over this process's nodes (n, for all nodes, while no mass is lost).
+  double weight_mass() const noexcept { return group_.weight_mass(); }
+  /// Checkpoint this process's nodes (x, u, e) and its network's byte ledger (section "SPSH").
+  /// Call between rounds; the caller keeps the round number and its own state (data order,
+  /// optimizer) beside it.
+  void save(checkpoint_writer& w) const {
+    w.section("SPSH");
+    group_.save(w);
+    net_->save(w);
+  }
+  /// Restore what save() wrote: every node and the ledger, or (on a truncated, corrupted or
+  /// mismatched checkpoint: checkpoint_error) nothing.
+  void restore(checkpoint_reader& r) {
+    r.section("SPSH");
+    auto nodes = group_.read_state(r);
+    auto ledger = net_->read_ledger(r);
+    group_.restore(nodes);
+    net_->restore_ledger(std::move(ledger));
+  }
+
   /// What the messages sent would cost as fp32 vectors: 4 d bytes each.
   std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_->total_messages(); }
 

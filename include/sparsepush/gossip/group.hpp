@@ -34,6 +34,9 @@ struct gossip_options {
   /// (0: the models are all the nodes). Across processes each one holds its own block.
   std::uint32_t first_node = 0;
   std::size_t total_nodes = 0;
+  /// What the nodes do about envelopes the network lost (node.hpp): plain push-sum loses their
+  /// shares, acknowledged keeps them at the sender (sum x and sum u = n conserved).
+  loss_recovery recovery = loss_recovery::none;
 };
 
 namespace detail {
@@ -79,7 +82,7 @@ class push_sum_group {
     nodes_.reserve(x0.size());
     for (std::size_t i = 0; i < x0.size(); ++i)
       nodes_.emplace_back(std::move(x0[i]),
-                          node_options{static_cast<std::uint32_t>(opt.first_node + i), opt.seed, opt.error_feedback});
+                          node_options{static_cast<std::uint32_t>(opt.first_node + i), opt.seed, opt.error_feedback, opt.recovery});
     d_ = d;
   }
 
@@ -202,6 +205,36 @@ class push_sum_group {
     }
     pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i])); });
   }
+
+  /// Checkpoint section "GRUP": first node, total nodes, node count, then every node's "NODE".
+  void save(checkpoint_writer& w) const {
+    w.section("GRUP");
+    w.u32(opt_.first_node);
+    w.u64(total_);
+    w.u64(nodes_.size());
+    for (const auto& nd : nodes_) nd.save(w);
+  }
+  /// Read every node's saved state (checked) without changing anything.
+  std::vector<typename node_type::saved_state> read_state(checkpoint_reader& r) const {
+    r.section("GRUP");
+    const auto first = r.u32("first node");
+    const auto total = r.u64("total nodes");
+    const auto count = r.u64("node count");
+    if (first != opt_.first_node || total != total_ || count != nodes_.size())
+      r.fail("holds nodes [" + std::to_string(first) + ", " + std::to_string(first + count) + ") of " +
+             std::to_string(total) + ", this group has [" + std::to_string(opt_.first_node) + ", " +
+             std::to_string(opt_.first_node + nodes_.size()) + ") of " + std::to_string(total_));
+    std::vector<typename node_type::saved_state> out;
+    out.reserve(nodes_.size());
+    for (const auto& nd : nodes_) out.push_back(nd.read_state(r));
+    return out;
+  }
+  /// Apply states from read_state().
+  void restore(const std::vector<typename node_type::saved_state>& s) noexcept {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) nodes_[i].restore(s[i]);
+  }
+  /// read_state() then restore(): every node or none.
+  void restore(checkpoint_reader& r) { restore(read_state(r)); }
 
   /// mean over nodes of the de-biased models, in double.
   std::vector<double> average_model() const { return debiased_mean<T>(xs(), us()); }

@@ -10,14 +10,31 @@
 //                   u_i <- u_i + eta (sum_{j in in(i) + {i}} W_ij u_j - u_i)
 // At eta = 1 the update is evaluated as (x_i' - q_i) + S_i, so an exact message gives push-sum's
 // x_i = sum_j W_ij x_j bit for bit. check() validates a round before anything changes.
+//
+// Message loss. Plain push-sum loses the x- and u-shares of a lost envelope: sum_i x_i and
+// sum_i u_i shrink, and the nodes agree on a biased value (or u underflows). With
+// loss_recovery::acknowledged the sender learns which of its envelopes of round t were lost
+// (L_i(t), from the endpoint's lost(t, r): an acknowledgement) and keeps their shares:
+//   R_i = sum_{r in L_i(t)} W_ri
+//   x_i <- x_i' + eta (sum_{j in in(i), delivered} W_ij q_j + (W_ii + R_i) q_i - q_i)
+//   u_i <- u_i  + eta (sum_{j in in(i), delivered} W_ij u_j + (W_ii + R_i) u_i - u_i)
+// This is push-sum over the matrix W~(t) whose lost entries moved to the diagonal; W~ is column
+// stochastic, so sum_i x_i (up to compression, which error feedback keeps) and sum_i u_i = n are
+// conserved exactly, for sparse or dense messages and any time-varying out-neighbours. It costs
+// one double per node and, on a real lossy link, one acknowledgement per envelope (injected loss
+// is a rule every party evaluates, so none travels here). With no loss R_i = 0 and the round is
+// bit-identical to plain push-sum. check() refuses a round whose u_i fell below min_weight() (a
+// clear error instead of estimates that silently become 0).
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "../checkpoint.hpp"
 #include "../compress/common.hpp"
 #include "../error_feedback.hpp"
 #include "../topology/schedule.hpp"
@@ -27,11 +44,28 @@
 namespace sparsepush {
 inline namespace v0 {
 
+/// What a node does about envelopes the network lost (see the header comment).
+enum class loss_recovery {
+  none,          ///< plain push-sum: a lost envelope's shares are gone
+  acknowledged,  ///< the sender keeps the shares of its lost envelopes (mass conserved)
+};
+
+/// "none" or "ack".
+inline const char* to_string(loss_recovery r) noexcept { return r == loss_recovery::none ? "none" : "ack"; }
+
 /// Settings of one node.
 struct node_options {
   std::uint32_t id = 0;         ///< this node's index in the schedule
   std::uint64_t seed = 0;       ///< keys the compressors' random streams with (node, round)
   bool error_feedback = true;   ///< keep a residual e (compress x + e, keep e = v - q)
+  loss_recovery recovery = loss_recovery::none;  ///< what to do about lost envelopes
+};
+
+/// A node's push-sum weight u_i fell below push_sum_node::min_weight(): messages are being lost
+/// (or the schedule starves the node) and x_i / u_i is about to become 0 or Inf.
+class weight_underflow_error : public error {
+ public:
+  using error::error;
 };
 
 /// One round's settings at a node.
@@ -77,6 +111,12 @@ class push_sum_node {
   const message& outgoing() const noexcept { return msg_; }
   /// The envelopes of the last collect().
   const inbox& received() const noexcept { return inbox_; }
+  /// R_i: the shares of the envelopes of the last post() that were lost and are kept (0 unless
+  /// loss_recovery::acknowledged); the next mix() adds them to the self share.
+  double returned_share() const noexcept { return returned_; }
+  /// The smallest u_i a round accepts: sqrt of the smallest normal value of the element type
+  /// (1.1e-19 for float), so that x_i = u_i xh_i stays a normal number.
+  static double min_weight() noexcept { return std::sqrt(static_cast<double>(std::numeric_limits<T>::min())); }
 
   /// xh_i = x_i / u_i into out.
   void debiased(std::span<T> out) const { debias<T>(x(), u_, out); }
@@ -110,6 +150,14 @@ class push_sum_node {
     if (!(st.eta > 0.0 && st.eta <= 1.0))
       throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
                          std::to_string(t));
+    if (!(u_ >= min_weight())) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.3g fell below %.3g", u_, min_weight());
+      throw weight_underflow_error(
+          "round " + std::to_string(t) + ", node " + std::to_string(opt_.id) + ": push-sum weight u = " + buf +
+          (opt_.recovery == loss_recovery::none ? "; messages are being lost: use loss_recovery::acknowledged"
+                                                : "; the schedule starves this node"));
+    }
     const bool local = !st.direction.empty();
     if (local) {
       if (!std::isfinite(st.gamma))
@@ -158,10 +206,17 @@ class push_sum_node {
       compress_with<T>(comp, std::span<const T>(x()), msg_, ctx, ws);
   }
 
-  /// Step 3: push (i, W[r][i], u_i, q_i) to every out-neighbour r.
+  /// Step 3: push (i, W[r][i], u_i, q_i) to every out-neighbour r. With
+  /// loss_recovery::acknowledged and an endpoint that reports losses (lost(t, r)), the shares of
+  /// the lost envelopes are kept for the next mix (R_i, in the order of `out`).
   template <endpoint E>
-  void post(E& ep, std::uint32_t t, std::span<const out_edge> out) const {
+  void post(E& ep, std::uint32_t t, std::span<const out_edge> out) {
     ep.post(t, out, u_, msg_);
+    returned_ = 0.0;
+    if constexpr (requires { { ep.lost(t, std::uint32_t{}) } -> std::convertible_to<bool>; })
+      if (opt_.recovery == loss_recovery::acknowledged)
+        for (const auto& e : out)
+          if (e.to != opt_.id && ep.lost(t, e.to)) returned_ += e.share;
   }
 
   /// Step 4: receive round t's envelopes from the senders of `in` (the self entry is skipped).
@@ -170,13 +225,16 @@ class push_sum_node {
     ep.collect(t, in, inbox_);
   }
 
-  /// Step 5: mix the own message (share self_share = W_ii) and the collected envelopes.
-  /// S_i = W_ii q_i + sum_j W_ij q_j (self first, then senders ascending), accumulated block by
-  /// block; x_i <- (x_i - q_i) + S_i at eta = 1, x_i <- x_i + eta (S_i - q_i) otherwise.
+  /// Step 5: mix the own message (share self_share = W_ii, plus the returned share R_i of the
+  /// last post) and the collected envelopes. S_i = (W_ii + R_i) q_i + sum_j W_ij q_j (self first,
+  /// then senders ascending), accumulated block by block; x_i <- (x_i - q_i) + S_i at eta = 1,
+  /// x_i <- x_i + eta (S_i - q_i) otherwise. R_i is used once.
   void mix(double eta, double self_share) {
+    const double self = self_share + returned_;
+    returned_ = 0.0;
     mix_.clear();
-    mix_.push_back({&msg_, self_share});
-    double u_sum = self_share * u_;
+    mix_.push_back({&msg_, self});
+    double u_sum = self * u_;
     for (const auto& env : inbox_.envelopes) {
       mix_.push_back({env.msg, env.share});
       u_sum += env.share * env.u;
@@ -216,6 +274,60 @@ class push_sum_node {
     mix(st.eta, self_share(out_));
   }
 
+  /// A node's state as read from a checkpoint (checked against this node), not yet applied.
+  struct saved_state {
+    double u = 1.0;
+    std::vector<T> x, e;
+  };
+
+  /// Checkpoint section "NODE": id, dim, u, whether e is kept, x, e. Call between rounds.
+  void save(checkpoint_writer& w) const {
+    w.section("NODE");
+    w.u32(opt_.id);
+    w.u64(d_);
+    w.f64(u_);
+    w.u32(residual_.empty() ? 0 : 1);
+    w.values(x());
+    if (!residual_.empty()) w.values(std::span<const T>(residual_));
+  }
+  /// Read this node's saved state and check it (id, dim, residual kept or not, u positive and
+  /// finite, x and e finite) without changing anything.
+  saved_state read_state(checkpoint_reader& r) const {
+    r.section("NODE");
+    const auto id = r.u32("node id");
+    if (id != opt_.id) r.fail("holds node " + std::to_string(id) + " where node " + std::to_string(opt_.id) + " was expected");
+    const auto d = r.u64("node dim");
+    if (d != d_)
+      r.fail("holds node " + std::to_string(id) + " with " + std::to_string(d) + " parameters, the model has " +
+             std::to_string(d_));
+    saved_state s;
+    s.u = r.f64("push-sum weight u");
+    if (!(std::isfinite(s.u) && s.u > 0.0)) r.fail("holds node " + std::to_string(id) + " with a weight u that is not finite and positive");
+    const bool has_e = r.u32("residual flag") != 0;
+    if (has_e != !residual_.empty())
+      r.fail(std::string("holds node ") + std::to_string(id) + (has_e ? " with" : " without") +
+             " an error-feedback residual, this run keeps " + (residual_.empty() ? "none" : "one"));
+    s.x.resize(d_);
+    r.values(std::span<T>(s.x), "x");
+    if (has_e) {
+      s.e.resize(d_);
+      r.values(std::span<T>(s.e), "residual e");
+    }
+    for (const auto* v : {&s.x, &s.e})
+      for (const T a : *v)
+        if (!std::isfinite(a)) r.fail("holds node " + std::to_string(id) + " with a NaN or Inf in x or e (corrupted)");
+    return s;
+  }
+  /// Apply a state from read_state() (cannot fail).
+  void restore(const saved_state& s) noexcept {
+    std::copy(s.x.begin(), s.x.end(), x().begin());
+    if (!residual_.empty()) std::copy(s.e.begin(), s.e.end(), residual_.begin());
+    u_ = s.u;
+    returned_ = 0.0;
+  }
+  /// read_state() then restore(): all of it or, on a bad checkpoint, nothing.
+  void restore(checkpoint_reader& r) { restore(read_state(r)); }
+
   /// W_ii from a column (0 when absent).
   double self_share(std::span<const out_edge> out) const noexcept {
     for (const auto& e : out)
@@ -249,6 +361,7 @@ class push_sum_node {
   node_options opt_;
   Tensor x_;
   double u_ = 1.0;
+  double returned_ = 0.0;
   std::size_t d_ = 0;
   std::vector<T> residual_;
   message msg_;

@@ -61,10 +61,8 @@ using loopback_endpoint = network_endpoint<loopback_network>;
 class loopback_network {
  public:
   explicit loopback_network(std::size_t n, loopback_options opt = {})
-      : opt_(opt), ledger_(n), boxes_(n) {
-    if (!(opt.drop_probability >= 0.0 && opt.drop_probability < 1.0))
-      throw config_error("drop probability must be in [0, 1), got " +
-                         std::to_string(opt.drop_probability));
+      : opt_(opt), loss_{opt.drop_probability, opt.seed, n}, ledger_(n), boxes_(n) {
+    loss_.validate();
     if (opt.timeout.count() <= 0) throw config_error("loopback timeout must be positive");
   }
   loopback_network(const loopback_network&) = delete;
@@ -90,13 +88,9 @@ class loopback_network {
         throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
                              " outside [0, " + std::to_string(n) + ") in round " + std::to_string(round));
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
-    const detail::counter_rng rng(opt_.seed, 0, round, detail::rng_stream::message_loss);
     for (const auto& e : out) {
       if (e.to == from) continue;
-      bool dropped = false;
-      if (opt_.drop_probability > 0.0)
-        dropped = detail::unit_interval(rng.block(static_cast<std::uint32_t>(from * n + e.to))[0]) <
-                  opt_.drop_probability;
+      const bool dropped = loss_.lost(round, from, e.to);
       pending p{round, from, e.share, u, dropped, &m, nullptr};
       if (!dropped && opt_.mode == loopback_mode::encoded) {
         auto frame = std::make_shared<std::vector<std::byte>>();
@@ -105,6 +99,7 @@ class loopback_network {
         p.frame = std::move(frame);
       }
       ledger_.add(from, bytes);
+      if (dropped) ledger_.drop(from);
       if (opt_.trace) {
         std::lock_guard lock(trace_mu_);
         trace_.push_back({round, from, e.to, e.share, bytes, dropped});
@@ -187,6 +182,22 @@ class loopback_network {
     }
   }
 
+  /// Checkpoint the byte ledger of this network's nodes (bytes, messages, drops).
+  void save(checkpoint_writer& w) const { ledger_.save(w); }
+  /// Read a saved ledger (checked against this network's nodes) without changing anything.
+  byte_ledger read_ledger(checkpoint_reader& r) const { return ledger_.read(r); }
+  /// Restore a ledger read by read_ledger().
+  void restore_ledger(byte_ledger l) noexcept { ledger_ = std::move(l); }
+
+  /// Was round `round`'s envelope from `from` to `to` lost? (The sender's acknowledgement.)
+  bool lost(std::uint32_t from, std::uint32_t round, std::uint32_t to) const noexcept {
+    return loss_.lost(round, from, to);
+  }
+  const loss_model& loss() const noexcept { return loss_; }
+  /// Envelopes lost so far (all nodes; node i's own).
+  std::size_t messages_dropped() const noexcept { return ledger_.total_dropped(); }
+  std::size_t messages_dropped(std::size_t node) const { return ledger_.messages_dropped(node); }
+
   /// Bytes node i has sent (envelopes included).
   std::size_t bytes_sent(std::size_t node) const { return ledger_.bytes_sent(node); }
   std::size_t messages_sent(std::size_t node) const { return ledger_.messages_sent(node); }
@@ -241,6 +252,7 @@ class loopback_network {
   }
 
   loopback_options opt_;
+  loss_model loss_;
   byte_ledger ledger_;
   std::vector<mailbox> boxes_;
   std::mutex trace_mu_;

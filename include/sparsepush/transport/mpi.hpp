@@ -41,6 +41,12 @@ class mpi_error : public transport_error {
 struct mpi_options {
   /// How long collect() (and agree(), finish()) wait before they throw transport_error.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// Injected loss (endpoint.hpp, loss_model): each non-self envelope is lost with this
+  /// probability, keyed by (seed, round, sender, receiver) exactly as on the loopback, so an MPI
+  /// run loses the same envelopes as the same run in one process. A lost envelope counts as
+  /// sent but never leaves the sender; its receiver does not wait for it.
+  double drop_probability = 0.0;
+  std::uint64_t seed = 0;  ///< keys the loss decisions
 };
 
 /// Where the time of the network went, summed over rounds (seconds), for this rank.
@@ -73,6 +79,8 @@ class mpi_network {
   mpi_network(MPI_Comm comm, std::size_t n, mpi_options opt = {}) : opt_(opt) {
     if (n == 0) throw config_error("an MPI network needs at least one node");
     if (opt.timeout.count() <= 0) throw config_error("MPI timeout must be positive");
+    loss_ = loss_model{opt.drop_probability, opt.seed, n};
+    loss_.validate();
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) throw config_error("MPI is not initialized: call MPI_Init_thread before building an mpi_network");
@@ -163,6 +171,10 @@ class mpi_network {
     for (const auto& e : out) {
       if (e.to == from) continue;
       ledger_.add(from, bytes);
+      if (loss_.lost(round, from, e.to)) {
+        ledger_.drop(from);
+        continue;
+      }
       if (is_local(e.to)) {
         local_box_[e.to - first_].push_back({round, from, e.share, u, &m});
         continue;
@@ -204,7 +216,7 @@ class mpi_network {
     std::vector<const local_item*> locals;
     auto& lbox = local_box_[to - first_];
     for (const auto& e : in) {
-      if (e.from == to) continue;
+      if (e.from == to || loss_.lost(round, e.from, to)) continue;  // a lost envelope is not waited for
       if (is_local(e.from)) {
         const auto it = std::find_if(lbox.begin(), lbox.end(),
                                      [&](const local_item& li) { return li.round == round && li.from == e.from; });
@@ -312,6 +324,20 @@ class mpi_network {
   /// Bytes and messages of this rank's nodes.
   std::size_t total_bytes() const noexcept { return ledger_.total_bytes(); }
   std::size_t total_messages() const noexcept { return ledger_.total_messages(); }
+  /// Checkpoint the byte ledger of this network's nodes (bytes, messages, drops).
+  void save(checkpoint_writer& w) const { ledger_.save(w); }
+  /// Read a saved ledger (checked against this network's nodes) without changing anything.
+  byte_ledger read_ledger(checkpoint_reader& r) const { return ledger_.read(r); }
+  /// Restore a ledger read by read_ledger().
+  void restore_ledger(byte_ledger l) noexcept { ledger_ = std::move(l); }
+
+  /// Was round `round`'s envelope from `from` to `to` lost? (The sender's acknowledgement.)
+  bool lost(std::uint32_t from, std::uint32_t round, std::uint32_t to) const noexcept {
+    return loss_.lost(round, from, to);
+  }
+  const loss_model& loss() const noexcept { return loss_; }
+  /// Envelopes of this rank's nodes that were lost.
+  std::size_t messages_dropped() const noexcept { return ledger_.total_dropped(); }
   const mpi_timing& timing() const noexcept { return timing_; }
   void reset_timing() noexcept { timing_ = {}; }
 
@@ -381,6 +407,7 @@ class mpi_network {
   std::size_t n_ = 0, base_ = 0, extra_ = 0, block_max_ = 1, first_ = 0, local_ = 0;
   std::uint32_t rounds_mod_ = 1;
   byte_ledger ledger_{0};
+  loss_model loss_;
   std::vector<std::vector<local_item>> local_box_;
   std::deque<send> sends_;
   std::vector<std::byte> rx_;

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# sparsepush-train checkpoints (ctest runs each mode):
+#   check_resume.sh kill EXE DIR         a run SIGKILLed after its first checkpoint, resumed with
+#                                        --resume, ends with the uninterrupted run's summary (every
+#                                        field but timing and buffer capacity), and the same log rows
+#   check_resume.sh mpi EXE DIR MPIRUN.. the same with 3 ranks under mpirun (the whole job killed)
+#   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint, or a
+#                                        missing one, is exit code 2 and a message naming it
+set -euo pipefail
+mode="$1"; exe="$2"; dir="$3"; shift 3
+launcher=("$@")
+args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm scsp --final-rounds 4
+      --drop-probability 0.1 --eval-every 9)
+rm -rf "$dir"; mkdir -p "$dir"
+
+fail() { echo "check_resume: $*" >&2; exit 1; }
+# SIGKILL every process of session $1 (mpirun's ranks too), from /proc: no procps needed
+kill_session() {
+  local sid="$1" f rest
+  for f in /proc/[0-9]*/stat; do
+    rest=$(cat "$f" 2> /dev/null) || continue
+    rest="${rest##*) }"            # fields after "pid (comm) "
+    set -- $rest                   # state ppid pgrp session ...
+    [ "${4:-}" = "$sid" ] && kill -KILL "${f//[!0-9]/}" 2> /dev/null || true
+  done
+}
+# the summary without the fields that measure time or buffer capacity, or say where it ran
+strip() { grep -vE '"(wall_seconds|train_seconds|train_images_per_second|state_bytes_per_node|ranks|transport)"' "$1"; }
+# the log without its wall-clock column
+strip_log() { cut -d, -f1-10 "$1"; }
+
+expect_exit_2() {  # expect_exit_2 "what it must say" args...
+  local want="$1"; shift
+  set +e
+  "$exe" "${args[@]}" "$@" > "$dir/out.txt" 2> "$dir/err.txt"
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || fail "exit code $rc (want 2) for: $* ($(cat "$dir/err.txt"))"
+  grep -qF -- "$want" "$dir/err.txt" || fail "for: $*: stderr lacks '$want': $(cat "$dir/err.txt")"
+  echo "ok: $* -> $(head -c 300 "$dir/err.txt")"
+}
+
+case "$mode" in
+  kill|mpi)
+    run=("$exe")
+    extra=()
+    if [ "$mode" = mpi ]; then run=("${launcher[@]}" -n 3 "$exe"); extra=(--transport mpi); fi
+    "$exe" "${args[@]}" --summary "$dir/full.json" --log "$dir/full.csv" > /dev/null
+    # the run to kill: checkpoints every 5 rounds; killed (the whole process group) as soon as the
+    # first manifest exists, which may be in the middle of writing the next checkpoint
+    setsid "${run[@]}" "${args[@]}" "${extra[@]}" --checkpoint "$dir/ck" --checkpoint-every 5 \
+      --summary "$dir/killed.json" --log "$dir/resumed.csv" > "$dir/killed.out" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 6000); do
+      [ -e "$dir/ck/manifest" ] && break
+      kill -0 "$pid" 2> /dev/null || break
+      sleep 0.02
+    done
+    [ -e "$dir/ck/manifest" ] || fail "no checkpoint was written: $(cat "$dir/killed.out")"
+    kill_session "$pid"
+    wait "$pid" 2> /dev/null || true
+    sleep 0.5
+    kill_session "$pid"  # anything that was starting up
+    [ ! -s "$dir/killed.json" ] || fail "the run finished before it was killed; nothing was tested"
+    ls "$dir/ck"
+    "${run[@]}" "${args[@]}" "${extra[@]}" --resume "$dir/ck" --summary "$dir/resumed.json" --log "$dir/resumed.csv" \
+      > "$dir/resumed.out"
+    grep "resumed from" "$dir/resumed.out"
+    diff <(strip "$dir/full.json") <(strip "$dir/resumed.json") || fail "the resumed summary differs"
+    diff <(strip_log "$dir/full.csv") <(strip_log "$dir/resumed.csv") || fail "the resumed log differs"
+    echo "ok: killed and resumed ($mode): summary and log identical to the uninterrupted run"
+    ;;
+  bad)
+    "$exe" "${args[@]}" --checkpoint "$dir/ck" --checkpoint-every 10 > /dev/null
+    f=$(ls "$dir"/ck/round-*.rank-0.ckpt | sort -V | tail -1)
+    cp -r "$dir/ck" "$dir/good"
+    expect_exit_2 "no checkpoint there" --resume "$dir/nothing"
+    expect_exit_2 "--checkpoint-every needs --checkpoint" --checkpoint-every 5
+    expect_exit_2 "other settings: lr=0.020000 (now 0.050000)" --resume "$dir/ck" --lr 0.05
+    expect_exit_2 "other settings: seed=1 (now 2)" --resume "$dir/ck" --seed 2
+    expect_exit_2 "cannot create the --checkpoint directory" --checkpoint /proc/no-such-dir
+    head -c 1000 "$f" > "$f.cut" && mv "$f.cut" "$f"
+    expect_exit_2 "truncated" --resume "$dir/ck"
+    rm -rf "$dir/ck"; cp -r "$dir/good" "$dir/ck"
+    printf '\xff' | dd of="$f" bs=1 seek=5000 conv=notrunc status=none
+    expect_exit_2 "fails its CRC-32 check (corrupted)" --resume "$dir/ck"
+    rm -rf "$dir/ck"; cp -r "$dir/good" "$dir/ck"
+    printf 'X' | dd of="$dir/ck/manifest" bs=1 seek=0 conv=notrunc status=none
+    expect_exit_2 "is not a sparsepush checkpoint (bad magic)" --resume "$dir/ck"
+    rm -rf "$dir/ck"; cp -r "$dir/good" "$dir/ck"
+    rm "$f"
+    expect_exit_2 "cannot open $f" --resume "$dir/ck"
+    echo "ok: every bad checkpoint is exit code 2 with a message"
+    ;;
+  *) fail "usage: check_resume.sh kill|mpi|bad EXE DIR [MPIRUN...]" ;;
+esac
