@@ -69,7 +69,7 @@ void require_same_models(const A& a, const A& b) {
 }
 }  // namespace
 
-TEST_CASE("checkpoint frame: magic, version, length and a zlib-checked CRC-32; fields read back", "[checkpoint]") {
+TEST_CASE("checkpoint frame: magic, version, length and a zlib-checked CRC-32, fields read back", "[checkpoint]") {
   const auto f = sample_file();
   REQUIRE(std::memcmp(f.data(), "SPCKPT\r\n", 8) == 0);
   REQUIRE(read_le(f, 8, 4) == checkpoint_version);
@@ -118,7 +118,7 @@ TEST_CASE("every truncation and every flipped byte of a checkpoint is a checkpoi
   REQUIRE_THROWS_WITH(r3.done(), Catch::Contains("unread bytes"));
 }
 
-TEST_CASE("write_file_atomic replaces a file whole; read_file_bytes names what is wrong", "[checkpoint]") {
+TEST_CASE("write_file_atomic replaces a file whole and read_file_bytes names what is wrong", "[checkpoint]") {
   const auto dir = std::filesystem::temp_directory_path() / "sparsepush-ckpt-test";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

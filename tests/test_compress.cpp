@@ -152,7 +152,7 @@ TEST_CASE("random-K picks k distinct coordinates, reproducibly per (seed, node, 
   REQUIRE(encode(from_thread) == encode(a));
 }
 
-TEST_CASE("random-K: each coordinate is chosen with probability k/d; unbiased variant has E[q] = v",
+TEST_CASE("random-K: each coordinate is chosen with probability k/d, the unbiased variant has E[q] = v",
           "[compress]") {
   const std::size_t d = 50, k = 5, rounds = 20000;
   std::vector<double> v(d);

@@ -119,7 +119,7 @@ TEST_CASE("without push-sum weights a column-stochastic W converges to the wrong
   REQUIRE(max_error(grp, avg) < 1e-9);
 }
 
-TEST_CASE("u mixed with the eta-relaxed matrix: exact average; with plain W: off", "[gossip]") {
+TEST_CASE("u mixed with the eta-relaxed matrix gives the exact average, with plain W it is off", "[gossip]") {
   // Irregular time-varying directed graph on 7 nodes, identity C, eta = 0.5 (ALGORITHMS.md).
   const std::size_t n = 7;
   std::vector<digraph> gs(3, digraph(n));

@@ -61,7 +61,7 @@ Eigen::MatrixXd lossy_w(const S& s, std::uint32_t t, const loss_model& loss, boo
 }
 }  // namespace
 
-TEST_CASE("acknowledged loss: exact average and sum u = n at 10% and 30% loss; plain push-sum drifts",
+TEST_CASE("acknowledged loss: exact average and sum u = n at 10% and 30% loss, plain push-sum drifts",
           "[loss]") {
   const std::size_t n = 16, d = 40;
   const auto s = parse_schedule("exponential", n);

@@ -326,7 +326,7 @@ TEST_CASE("every value x index encoding encodes to the hand-written wire layout"
   }
 }
 
-TEST_CASE("wire enums hold what travels; settings compare equal to what they name", "[message]") {
+TEST_CASE("wire enums hold what travels, settings compare equal to what they name", "[message]") {
   STATIC_REQUIRE(static_cast<unsigned>(wire_values::f64) == 1);
   STATIC_REQUIRE(static_cast<unsigned>(wire_values::qsgd) == 7);
   STATIC_REQUIRE(static_cast<unsigned>(wire_indices::delta_varint) == 2);

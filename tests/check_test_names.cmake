@@ -1,0 +1,26 @@
+# Every Catch2 test case runs under ctest: catch_discover_tests registers one ctest test per name,
+# and a ';' in a name splits it into pieces that match no test case (they "pass" with no test
+# run). Fails naming each such test case.
+# Usage: cmake -DTESTS=path/to/sparsepush-tests -P check_test_names.cmake
+execute_process(COMMAND ${TESTS} --list-test-names-only OUTPUT_VARIABLE names RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 AND names STREQUAL "")
+  message(FATAL_ERROR "${TESTS} --list-test-names-only failed (${rc})")
+endif()
+string(REPLACE ";" "<SEMICOLON>" names "${names}")
+string(REPLACE "\n" ";" lines "${names}")
+set(bad "")
+set(count 0)
+foreach(line IN LISTS lines)
+  if(line STREQUAL "")
+    continue()
+  endif()
+  math(EXPR count "${count} + 1")
+  if(line MATCHES "<SEMICOLON>")
+    string(REPLACE "<SEMICOLON>" ";" line "${line}")
+    string(APPEND bad "  ${line}\n")
+  endif()
+endforeach()
+if(NOT bad STREQUAL "")
+  message(FATAL_ERROR "test case names with ';' never run under ctest; rename them:\n${bad}")
+endif()
+message("${count} test case names, none with ';'")
