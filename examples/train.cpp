@@ -16,7 +16,9 @@
 #include <sstream>
 #include <algorithm>
 #include <limits>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <type_traits>
 #include <sparsepush/data/idx.hpp>
@@ -544,28 +546,100 @@ int main(int argc, char** argv) {
 
     std::vector<float> init(d);
     net.init(init, c.seed);
-    const std::vector<std::vector<float>> x0(cl.local, init);  // this process's nodes
+    std::vector<std::vector<float>> x0(cl.local, init);  // this process's nodes (moved into the algorithm)
 
-    // Per-node backend state: momentum buffer, gradient scratch, batch indices, last loss.
+    // Per-node state (this process's nodes): the momentum buffer, which is also the local
+    // direction p_i for heavy-ball momentum (Nesterov needs a buffer of its own); everything else
+    // a local step needs is scratch, one per thread: 1024 MLP nodes hold 3 d floats each (x, e
+    // and momentum), not 6.
     const sp::nn::sgd opt{c.momentum, c.nesterov, c.weight_decay};
-    std::vector<std::vector<float>> velocity(n, std::vector<float>(d, 0.0f)), grad(n, std::vector<float>(d));
-    std::vector<std::vector<float>> images(n, std::vector<float>(c.batch * in));
-    std::vector<std::vector<std::uint8_t>> labels(n, std::vector<std::uint8_t>(c.batch));
-    std::vector<std::vector<std::uint32_t>> batch_idx(n);
+    std::vector<std::vector<float>> velocity(cl.local, std::vector<float>(d, 0.0f));
+    std::vector<std::vector<float>> nesterov_dirs(c.nesterov ? cl.local : 0, std::vector<float>(d));
     std::vector<double> last_loss(n, 0.0);
-    std::vector<sp::nn::workspace> ws(n);  // training scratch (batch --batch), one per node
+    struct scratch {
+      std::vector<float> xh, grad, images;
+      std::vector<std::uint8_t> labels;
+      std::vector<std::uint32_t> batch_idx;
+      sp::nn::workspace ws;  // training scratch (batch --batch)
+    };
+    std::deque<scratch> work;  // one per thread that runs nodes (a deque: growing keeps references)
+    auto scratch_for_slot = [&](scratch& s) -> scratch& {
+      if (s.grad.size() != d) {
+        s.xh.resize(d);
+        s.grad.resize(d);
+        s.images.resize(c.batch * in);
+        s.labels.resize(c.batch);
+      }
+      return s;
+    };
     // evaluation scratch (batches of 256 test images, tens of MB for the cnn): one per thread
     std::vector<sp::nn::workspace> eval_ws(std::max<std::size_t>(1, c.threads));
+    // p_i of node i (global index) at `model` into `direction`: the next minibatch of its shard,
+    // the gradient, then momentum (velocity updated; direction may be the velocity itself).
+    auto local_direction = [&](std::uint32_t i, std::span<const float> model, std::span<float> direction, scratch& s) {
+      shards[i].next_batch(c.batch, s.batch_idx);
+      for (std::size_t b = 0; b < c.batch; ++b) {
+        const std::uint32_t k = s.batch_idx[b];
+        std::copy_n(fm.train.pixels.data() + std::size_t{k} * in, in, s.images.data() + b * in);
+        s.labels[b] = fm.train.labels[k];
+      }
+      last_loss[i] = net.loss_and_grad(model, s.images.data(), s.labels.data(), c.batch, s.grad, s.ws);
+      opt.direction(s.grad, model, velocity[i - cl.first], direction);
+    };
+    // CHOCO and centralized call an oracle from their threads: each call borrows a free scratch
+    std::mutex free_mu;
+    std::vector<std::size_t> free_slots;
     const sp::gradient_oracle<float> oracle = [&](std::uint32_t i, std::uint32_t, std::span<const float> model,
                                                   std::span<float> direction) {
-      shards[i].next_batch(c.batch, batch_idx[i]);
-      for (std::size_t b = 0; b < c.batch; ++b) {
-        const std::uint32_t s = batch_idx[i][b];
-        std::copy_n(fm.train.pixels.data() + std::size_t{s} * in, in, images[i].data() + b * in);
-        labels[i][b] = fm.train.labels[s];
+      std::size_t w = 0;
+      {
+        std::lock_guard lock(free_mu);
+        if (free_slots.empty()) {
+          free_slots.push_back(work.size());
+          work.emplace_back();
+        }
+        w = free_slots.back();
+        free_slots.pop_back();
       }
-      last_loss[i] = net.loss_and_grad(model, images[i].data(), labels[i].data(), c.batch, grad[i], ws[i]);
-      opt.direction(grad[i], model, velocity[i], direction);
+      struct give_back {
+        std::mutex& mu;
+        std::vector<std::size_t>& slots;
+        std::size_t w;
+        ~give_back() {
+          std::lock_guard lock(mu);
+          slots.push_back(w);
+        }
+      } back{free_mu, free_slots, w};
+      scratch* s = nullptr;
+      {
+        std::lock_guard lock(free_mu);  // another thread may be adding a slot
+        s = &work[w];
+      }
+      local_direction(i, model, direction, scratch_for_slot(*s));
+    };
+    // One round: Sparse-Push and its configurations take the directions from the nodes' own
+    // buffers (no copy per node), computed on the algorithm's threads; the others use the oracle.
+    std::vector<std::span<const float>> dir_views;
+    auto step = [&](auto& alg, std::uint32_t t, double gamma) {
+      if constexpr (requires { alg.trains(t); alg.workers(); }) {
+        if (!alg.trains(t)) {
+          alg.round(t, std::span<const std::span<const float>>(), gamma);
+          return;
+        }
+        if (work.size() < alg.workers()) work.resize(alg.workers());
+        alg.for_each_node([&](std::size_t li, std::size_t w) {
+          scratch& s = scratch_for_slot(work[w]);
+          alg.model(li, s.xh);
+          std::span<float> out = c.nesterov ? std::span<float>(nesterov_dirs[li]) : std::span<float>(velocity[li]);
+          local_direction(static_cast<std::uint32_t>(cl.first + li), s.xh, out, s);
+        });
+        dir_views.clear();
+        for (std::size_t li = 0; li < cl.local; ++li)
+          dir_views.emplace_back(c.nesterov ? nesterov_dirs[li] : velocity[li]);
+        alg.round(t, std::span<const std::span<const float>>(dir_views), gamma);
+      } else {
+        alg.round(t, oracle, gamma);
+      }
     };
     sp::nn::lr_schedule schedule_lr;
     schedule_lr.base = c.lr;
@@ -586,38 +660,51 @@ int main(int argc, char** argv) {
       }
       return static_cast<double>(right) / static_cast<double>(samples);
     };
-    // Each process evaluates its own nodes; rank 0 gathers their accuracies and models (node
-    // order) and evaluates the average model, exactly as one process would.
-    auto evaluate = [&](const auto& alg, std::size_t samples, std::vector<std::vector<float>>& all_models) {
+    // Each process evaluates its own nodes, one model per thread at a time. In one process the
+    // averaged model and the divergence stream the models in node order (O(d) memory, not
+    // O(n d)); under MPI rank 0 gathers the models (node order) and computes the same values.
+    auto evaluate = [&](const auto& alg, std::size_t samples, double& divergence) {
       evaluation ev;
       const std::size_t ln = alg.num_nodes();
-      std::vector<std::vector<float>> models(ln);
       std::vector<double> local_acc(ln);
-      for (std::size_t i = 0; i < ln; ++i) models[i] = alg.model(i);
       {
         std::vector<std::jthread> workers;  // node i on thread i mod threads
         for (std::size_t t = 0; t < std::min(c.threads, ln); ++t)
           workers.emplace_back([&, t] {
-            for (std::size_t i = t; i < ln; i += c.threads) local_acc[i] = accuracy(models[i], samples, eval_ws[t]);
+            std::vector<float> m(d);
+            for (std::size_t i = t; i < ln; i += c.threads) {
+              alg.model(i, std::span<float>(m));
+              local_acc[i] = accuracy(m, samples, eval_ws[t]);
+            }
           });
       }
       const std::vector<double> acc = cl.allgather(local_acc);
-      all_models = cl.gather_models(std::move(models), d);
-      if (!cl.root()) return ev;
       std::vector<float> avg(d, 0.0f);
-      for (std::size_t i = 0; i < n; ++i) {
-        ev.avg_node_accuracy += acc[i] / static_cast<double>(n);
-        for (std::size_t l = 0; l < d; ++l) avg[l] += all_models[i][l] / static_cast<float>(n);
+      if (cl.mpi_run) {
+        std::vector<std::vector<float>> models(ln, std::vector<float>(d));
+        for (std::size_t i = 0; i < ln; ++i) alg.model(i, std::span<float>(models[i]));
+        const auto all_models = cl.gather_models(std::move(models), d);
+        if (!cl.root()) return ev;
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t l = 0; l < d; ++l) avg[l] += all_models[i][l] / static_cast<float>(n);
+        divergence = sp::parameter_divergence(all_models);
+      } else {
+        std::vector<float> m(d);
+        for (std::size_t i = 0; i < n; ++i) {
+          alg.model(i, std::span<float>(m));
+          for (std::size_t l = 0; l < d; ++l) avg[l] += m[l] / static_cast<float>(n);
+        }
+        divergence = sp::parameter_divergence_of<float>(n, d, [&](std::size_t i, std::span<float> out) { alg.model(i, out); });
       }
+      for (std::size_t i = 0; i < n; ++i) ev.avg_node_accuracy += acc[i] / static_cast<double>(n);
       ev.averaged_model_accuracy = accuracy(avg, samples, eval_ws[0]);
       return ev;
     };
-    // The trainer's report over every node (rank 0 has the gathered models; bytes summed).
-    auto report = [&](const auto& alg, std::uint32_t t, const std::vector<std::vector<float>>& all_models) {
-      const double divergence = cl.root() ? sp::parameter_divergence(all_models) : 0.0;
+    // The trainer's report over every node (rank 0 has the divergence; bytes summed).
+    auto report = [&](const auto& alg, std::uint32_t t, double divergence) {
       const std::size_t bytes = cl.sum(alg.bytes_sent());  // collectives: the same order on every rank
       const std::size_t fp_bytes = cl.sum(alg.full_precision_bytes());
-      return sp::round_report::of(t, divergence, bytes, fp_bytes);
+      return sp::round_report::of(t, cl.root() ? divergence : 0.0, bytes, fp_bytes);
     };
 
     // --resume: rank 0 reads the manifest (the last complete checkpoint) and tells every rank its
@@ -701,7 +788,7 @@ int main(int argc, char** argv) {
       w.values(std::span<const double>(last_loss.data() + cl.first, cl.local));
       for (std::size_t i = cl.first; i < cl.first + cl.local; ++i) {
         shards[i].save(w);
-        w.values(velocity[i]);
+        w.values(velocity[i - cl.first]);
       }
       alg.save(w);
       sp::write_file_atomic(rank_file(c.checkpoint, next, cl.rank), w.finish());
@@ -736,10 +823,12 @@ int main(int argc, char** argv) {
       std::vector<double> ll(cl.local);
       r.values(std::span<double>(ll), "last losses");
       std::vector<shard> sh;
-      std::vector<std::vector<float>> vel(cl.local, std::vector<float>(d));
+      std::vector<std::vector<float>> vel(cl.local);
       for (std::size_t i = 0; i < cl.local; ++i) {
         sh.push_back(shards[cl.first + i].read(r));
-        r.values(std::span<float>(vel[i]), "momentum");
+        vel[i] = r.values<float>("momentum", d);  // empty once training has ended
+        if (vel[i].size() != d && !(vel[i].empty() && resume_round >= train_rounds))
+          r.fail("holds a momentum of " + std::to_string(vel[i].size()) + " elements for a model of " + std::to_string(d));
       }
       alg.restore(r);  // checks everything before it changes anything
       r.done();
@@ -748,22 +837,24 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < cl.local; ++i) {
         last_loss[cl.first + i] = ll[i];
         shards[cl.first + i] = std::move(sh[i]);
-        velocity[cl.first + i] = std::move(vel[i]);
+        velocity[i] = std::move(vel[i]);
       }
     };
 
     auto run = [&](auto& alg) -> int {
       sp::round_report rep;
       evaluation ev;
-      std::vector<std::vector<float>> all_models;
       std::size_t bytes_now = 0;
       if (resume_round > 0) {
         load_checkpoint(alg);
         if (cl.root()) std::printf("resumed from %s at round %u\n", c.resume.c_str(), resume_round);
       }
       for (std::uint32_t t = resume_round; t < rounds; ++t) {
+        if (t == train_rounds)  // SCSP's final rounds take no local step: free the momentum
+          for (auto* bufs : {&velocity, &nesterov_dirs})
+            for (auto& v : *bufs) std::vector<float>().swap(v);
         const auto r0 = std::chrono::steady_clock::now();
-        alg.round(t, oracle, lr(t));
+        step(alg, t, lr(t));
         train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
         const std::vector<double> losses =
             cl.allgather(std::vector<double>(last_loss.begin() + cl.first, last_loss.begin() + cl.first + cl.local));
@@ -779,8 +870,9 @@ int main(int argc, char** argv) {
         }
         const bool eval_now = (t + 1) % eval_every == 0 || last;
         if (eval_now) {
-          ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count), all_models);
-          rep = report(alg, t, all_models);
+          double divergence = 0.0;
+          ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count), divergence);
+          rep = report(alg, t, divergence);
           bytes_now = rep.bytes_sent;
           const bool drifted = !std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6;
           if (cl.broadcast(drifted ? 1 : 0)) {
@@ -875,7 +967,7 @@ int main(int argc, char** argv) {
     auto run_choco = [&](auto&... net) {
       using net_t = std::conditional_t<sizeof...(net) == 0, sp::loopback_network, std::remove_reference_t<decltype((net, ...))>>;
       sp::choco<float, sp::any_compressor, sp::any_schedule, net_t> alg(
-          x0, sched, net...,
+          std::move(x0), sched, net...,
           {.consensus_step = c.consensus_step, .compressor = sp::parse_compressor(c.compressor), .threads = c.threads,
            .seed = c.seed});
       return run(alg);
@@ -887,7 +979,7 @@ int main(int argc, char** argv) {
           .seed = c.seed,
           .network = {.drop_probability = c.drop_probability, .seed = c.seed},
           .recovery = c.loss_recovery == "ack" ? sp::loss_recovery::acknowledged : sp::loss_recovery::none};
-      sp::sparse_push<float, sp::any_compressor, sp::any_schedule, net_t> alg(x0, sched, phases, net..., so);
+      sp::sparse_push<float, sp::any_compressor, sp::any_schedule, net_t> alg(std::move(x0), sched, phases, net..., so);
       return run(alg);
     };
     if (c.algorithm == "centralized") {

@@ -4,6 +4,7 @@
 // non-IID behaviour SCSP exists for, CHOCO's two memory forms, and bad inputs.
 #include <Eigen/Dense>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <sparsepush/sparsepush.hpp>
 
 #include "test_util.hpp"
@@ -358,7 +359,7 @@ TEST_CASE("state bytes per node: SP keeps x and e, SGP only x, CHOCO x, xp and s
   REQUIRE(scsp.group().residual(0).size() == d);
 }
 
-TEST_CASE("bad inputs to the algorithms are errors naming node and round; nothing half applied", "[algorithm]") {
+TEST_CASE("bad inputs to the algorithms are errors naming node and round, nothing half applied", "[algorithm]") {
   std::vector<vec> x0 = start_models(4, 10);
   x0[3].resize(11);
   REQUIRE_THROWS_WITH(sparse_push<double>(x0, parse_schedule("exponential", 4), sgp_phases()),
@@ -391,4 +392,42 @@ TEST_CASE("bad inputs to the algorithms are errors naming node and round; nothin
   centralized<double> c(x0[0], 4);
   REQUIRE_THROWS_WITH(c.round(0, nan_at_2, 0.1), Catch::Contains("node 2, round 0"));
   REQUIRE(c.model(0) == x0[0]);
+}
+
+TEST_CASE("directions handed to a round equal the oracle's bit for bit and bad ones change nothing", "[algorithm]") {
+  const std::size_t n = 6, d = 80;
+  const auto sched = parse_schedule("exponential", n);
+  const auto phases = scsp_phases(parse_compressor("top-k:0.1"), 0.3, 12, 3);
+  const gradient_oracle<double> oracle = [](std::uint32_t i, std::uint32_t t, std::span<const double> x,
+                                            std::span<double> g) {
+    for (std::size_t l = 0; l < x.size(); ++l) g[l] = x[l] - std::cos(double(l) * double(i + 1) + 0.1 * t);
+  };
+  std::vector<vec> x0(n, vec(d, 0.25));
+  sparse_push<double> a(x0, sched, phases, {.threads = 2}), b(x0, sched, phases, {.threads = 2});
+  std::vector<vec> dirs(n, vec(d)), xh(b.workers(), vec(d));
+  for (std::uint32_t t = 0; t < 15; ++t) {
+    a.round(t, oracle, 0.1);
+    REQUIRE(b.trains(t) == (t < 12));
+    if (b.trains(t))
+      b.for_each_node([&](std::size_t i, std::size_t w) {  // no Catch2 assertion on a worker thread
+        b.model(i, xh.at(w));
+        oracle(static_cast<std::uint32_t>(i), t, xh[w], dirs[i]);
+      });
+    const std::vector<std::span<const double>> views(dirs.begin(), dirs.end());
+    b.round(t, std::span<const std::span<const double>>(views), 0.1);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto ma = a.model(i), mb = b.model(i);
+    REQUIRE(std::memcmp(ma.data(), mb.data(), d * sizeof(double)) == 0);
+  }
+  // too few directions, or an empty one: a size_error in the round's checks, nothing changed
+  sparse_push<double> c(x0, sched, phases);
+  std::vector<std::span<const double>> few(dirs.begin(), dirs.begin() + 3);
+  REQUIRE_THROWS_AS(c.round(0, std::span<const std::span<const double>>(few), 0.1), size_error);
+  std::vector<std::span<const double>> hole(dirs.begin(), dirs.end());
+  hole[4] = {};
+  REQUIRE_THROWS_WITH(c.round(0, std::span<const std::span<const double>>(hole), 0.1),
+                      Catch::Contains("node 4: direction has 0 elements"));
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(c.model(i) == vec(d, 0.25));
+  REQUIRE(c.bytes_sent() == 0);
 }

@@ -100,6 +100,8 @@ TEST_CASE("IDX reader rejects truncated, malformed and mismatched files", "[data
     getrusage(RUSAGE_SELF, &after);
     REQUIRE(after.ru_maxrss - before.ru_maxrss < 100 * 1024);  // kilobytes
   }
+  REQUIRE_THROWS_WITH(read_idx_images(write_plain("cap", image_file(0x803, 0xFFFFFFFFu, 4096, 4096, 18))),
+                      Catch::Contains("more than the 16 GiB"));
   REQUIRE_THROWS_WITH(read_idx_images(temp_path("does-not-exist.gz")),
                       Catch::Contains("does-not-exist.gz") && Catch::Contains("does not exist"));
   const auto ip = write_plain("img2", img);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <type_traits>
 #include <string>
@@ -55,9 +56,7 @@ class sparse_push {
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_nodes(std::move(x0), sched_),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery}),
-        own_net_(std::make_unique<loopback_network>(group_.num_nodes(), opt.network)), net_(own_net_.get()),
-        dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
-        xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
+        own_net_(std::make_unique<loopback_network>(group_.num_nodes(), opt.network)), net_(own_net_.get()) {
     check_types();
     validate_schedule(sched_);
   }
@@ -69,30 +68,57 @@ class sparse_push {
         group_(check_block(std::move(x0), sched_, net),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, net.first_node(), net.num_nodes(),
                               opt.recovery}),
-        net_(&net), dirs_(group_.num_nodes(), std::vector<T>(group_.dim())),
-        xh_(group_.num_nodes(), std::vector<T>(group_.dim())) {
+        net_(&net) {
     check_types();
     validate_schedule(sched_);
   }
 
-  /// One round t with learning rate gamma.
+  /// One round t with learning rate gamma. The oracle gets xh_i in a buffer of the thread that
+  /// runs node i and writes p_i into a buffer of node i (the group needs every p_i before any
+  /// node steps); the buffers are allocated at the first round that trains.
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
+    if (!phases_.at(t).local_step) {
+      round(t, std::span<const std::span<const T>>(), gamma);
+      return;
+    }
+    if (dirs_.size() != group_.num_nodes()) {
+      dirs_.assign(group_.num_nodes(), std::vector<T>(group_.dim()));
+      xh_.assign(group_.workers(), std::vector<T>(group_.dim()));
+    }
+    group_.for_each_node([&](std::size_t i, std::size_t w) {
+      group_.debiased(i, xh_[w]);
+      std::fill(dirs_[i].begin(), dirs_[i].end(), T(0));
+      oracle(static_cast<std::uint32_t>(group_.first_node() + i), t, xh_[w], dirs_[i]);
+    });
+    views_.assign(dirs_.begin(), dirs_.end());
+    round(t, std::span<const std::span<const T>>(views_), gamma);
+  }
+
+  /// One round t with the local directions p_i computed by the caller (one per node this process
+  /// runs, e.g. views of its optimizer's buffers: no copy is kept); ignored in phases without a
+  /// local step. Use for_each_node and model() to compute them on the algorithm's threads.
+  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma) {
     const auto& ph = phases_.at(t);
     // Exact phases (identity in full precision, e.g. SCSP's final gossip) are plain push-sum of x:
     // x_i <- sum_j W_ij x_j; the residual is neither sent nor changed.
     const bool exact = exact_phase<T>(ph);
     typename push_sum_group<tensor_type>::step st{ph.eta, {}, gamma, !exact};
     if (ph.local_step) {
-      group_.for_each_node([&](std::size_t i) {
-        group_.debiased(i, xh_[i]);
-        std::fill(dirs_[i].begin(), dirs_[i].end(), T(0));
-        oracle(static_cast<std::uint32_t>(group_.first_node() + i), t, xh_[i], dirs_[i]);
-      });
-      st.directions = dirs_;
+      if (directions.size() != group_.num_nodes())
+        throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
+                         " local directions for " + std::to_string(group_.num_nodes()) + " nodes");
+      st.direction_views = directions;
     }
     if (exact && ph.exact) group_.round(sched_, identity{}, *net_, t, st);
     else group_.round(sched_, ph.compressor, *net_, t, st);
   }
+
+  /// Does round t take a local step (its phase trains)?
+  bool trains(std::uint32_t t) const { return phases_.at(t).local_step; }
+  /// Run f(i, w) for every node this process runs on the algorithm's threads (w in
+  /// [0, workers()) names the thread: one scratch buffer per thread is enough).
+  void for_each_node(const std::function<void(std::size_t, std::size_t)>& f) { group_.for_each_node(f); }
+  std::size_t workers() const noexcept { return group_.workers(); }
 
   /// Nodes run by this process (all of them unless a network placed a block here); the
   /// accessors below take local indices, node first_node() + i of the schedule.
@@ -177,7 +203,9 @@ class sparse_push {
   push_sum_group<tensor_type> group_;
   std::unique_ptr<loopback_network> own_net_;
   Net* net_ = nullptr;
-  std::vector<std::vector<T>> dirs_, xh_;
+  std::vector<std::vector<T>> dirs_;  ///< p_i per node (oracle rounds only)
+  std::vector<std::vector<T>> xh_;    ///< xh_i per thread (oracle rounds only)
+  std::vector<std::span<const T>> views_;
 };
 
 }  // namespace v0

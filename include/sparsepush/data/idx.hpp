@@ -129,7 +129,9 @@ inline idx_images read_idx_images(const std::string& path) {
   if (im.rows == 0 || im.cols == 0 || im.rows > 4096 || im.cols > 4096)
     throw data_error(path + ": implausible image size " + std::to_string(im.rows) + "x" + std::to_string(im.cols));
   const std::uint64_t bytes = std::uint64_t{im.count} * im.rows * im.cols;
-  if (bytes > (std::uint64_t{1} << 34)) throw data_error(path + ": header announces " + std::to_string(bytes) + " bytes");
+  if (bytes > (std::uint64_t{1} << 34))
+    throw data_error(path + ": header announces " + std::to_string(bytes) +
+                     " bytes of pixels, more than the 16 GiB (2^34 bytes) an image file may hold");
   in.read_into(im.pixels, bytes, "the pixels");
   if (!in.at_end()) throw data_error(path + ": trailing bytes after " + std::to_string(im.count) + " images");
   return im;

@@ -64,7 +64,7 @@ class push_sum_group {
   using node_type = push_sum_node<Tensor>;
 
   push_sum_group(std::vector<Tensor> x0, gossip_options opt = {})
-      : opt_(opt), pool_(opt.threads), ws_(pool_.size()), cols_(x0.size()), rows_(x0.size()) {
+      : opt_(opt), pool_(opt.threads), ws_(pool_.size()), blocks_(pool_.size()), cols_(x0.size()), rows_(x0.size()) {
     if (x0.empty()) throw config_error("a push-sum group needs at least one node");
     total_ = opt.total_nodes ? opt.total_nodes : x0.size();
     if (std::size_t{opt.first_node} + x0.size() > total_)
@@ -114,12 +114,20 @@ class push_sum_group {
 
   /// Run f(i) for every node on the group's threads (f must only touch node i's data).
   void for_each_node(const std::function<void(std::size_t)>& f) { pool_.parallel_for(nodes_.size(), f); }
+  /// Run f(i, w) for every node, w in [0, workers()) naming the thread, so that f can use one
+  /// scratch buffer per thread instead of one per node.
+  void for_each_node(const std::function<void(std::size_t, std::size_t)>& f) {
+    pool_.parallel_for_worker(nodes_.size(), f);
+  }
+  /// Threads of the group (the calling thread included).
+  std::size_t workers() const noexcept { return pool_.size(); }
 
   /// Bytes of state node i keeps (push_sum_node::state_bytes: x, e, u, message, inbox, scratch)
-  /// plus its share of the compressor workspaces the group lends, one per thread.
+  /// plus its share of the compressor workspaces and mixing blocks the group lends, one per thread.
   std::size_t state_bytes(std::size_t i) const {
     std::size_t lent = 0;
     for (const auto& w : ws_) lent += w.capacity_bytes();
+    for (const auto& b : blocks_) lent += b.capacity() * sizeof(T);
     return nodes_.at(i).state_bytes() + lent / nodes_.size();
   }
 
@@ -129,6 +137,8 @@ class push_sum_group {
     std::span<const std::vector<T>> directions{};  ///< one per node; empty: no local step
     double gamma = 0.0;
     bool feedback = true;  ///< use error feedback this round (if the group keeps a residual)
+    /// The same as views into the caller's storage (used when directions is empty).
+    std::span<const std::span<const T>> direction_views{};
   };
 
   /// One round t with the group's eta and no local step.
@@ -152,13 +162,16 @@ class push_sum_group {
     if (!(st.eta > 0.0 && st.eta <= 1.0))
       throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
                          std::to_string(t));
-    const bool local = !st.directions.empty();
-    if (local && st.directions.size() != n)
-      throw size_error("round " + std::to_string(t) + ": " + std::to_string(st.directions.size()) +
-                       " local directions for " + std::to_string(n) + " nodes");
+    const bool views = st.directions.empty() && !st.direction_views.empty();
+    const bool local = !st.directions.empty() || views;
+    const std::size_t given = views ? st.direction_views.size() : st.directions.size();
+    if (local && given != n)
+      throw size_error("round " + std::to_string(t) + ": " + std::to_string(given) + " local directions for " +
+                       std::to_string(n) + " nodes");
     auto node_step_of = [&](std::size_t i) {
-      return typename node_type::step{st.eta, local ? std::span<const T>(st.directions[i]) : std::span<const T>(),
-                                      st.gamma, st.feedback};
+      const std::span<const T> p =
+          !local ? std::span<const T>() : views ? st.direction_views[i] : std::span<const T>(st.directions[i]);
+      return typename node_type::step{st.eta, p, st.gamma, st.feedback};
     };
     // W(t): the columns of the held nodes from the schedule; their rows by transposing the
     // columns when the group holds every node, from the schedule's in-edges otherwise.
@@ -173,7 +186,13 @@ class push_sum_group {
           if (e.to < n) rows_[e.to].push_back({j, e.share});
     }
     // Check every node before any state changes.
-    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, comp, cols_[i], node_step_of(i), total_); });
+    pool_.parallel_for(n, [&](std::size_t i) {
+      const auto ns = node_step_of(i);
+      if (local && ns.direction.size() != d_)  // an empty one too: every node steps or none
+        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(first + i) + ": direction has " +
+                         std::to_string(ns.direction.size()) + " elements, the model has " + std::to_string(d_));
+      nodes_[i].check(t, comp, cols_[i], ns, total_);
+    });
     // Local update and communication.
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
       const auto ns = node_step_of(i);
@@ -203,7 +222,9 @@ class push_sum_group {
         nodes_[i].collect(ep, t, rows_[i]);
       }
     }
-    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i])); });
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
+      nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]), blocks_[w]);
+    });
   }
 
   /// Checkpoint section "GRUP": first node, total nodes, node count, then every node's "NODE".
@@ -263,6 +284,7 @@ class push_sum_group {
   gossip_options opt_;
   detail::thread_pool pool_;
   std::vector<compress_workspace<T>> ws_;  ///< one per pool thread, lent to the nodes it runs
+  std::vector<std::vector<T>> blocks_;     ///< mixing blocks, one per pool thread, lent likewise
   std::vector<node_type> nodes_;
   std::vector<std::vector<out_edge>> cols_;
   std::vector<std::vector<in_edge>> rows_;

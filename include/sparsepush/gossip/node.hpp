@@ -229,7 +229,10 @@ class push_sum_node {
   /// last post) and the collected envelopes. S_i = (W_ii + R_i) q_i + sum_j W_ij q_j (self first,
   /// then senders ascending), accumulated block by block; x_i <- (x_i - q_i) + S_i at eta = 1,
   /// x_i <- x_i + eta (S_i - q_i) otherwise. R_i is used once.
-  void mix(double eta, double self_share) {
+  void mix(double eta, double self_share) { mix(eta, self_share, block_); }
+  /// The same with the block buffer lent by the caller (a group lends one per thread, so that n
+  /// nodes on one thread share one L2-sized block instead of n).
+  void mix(double eta, double self_share, std::vector<T>& block) {
     const double self = self_share + returned_;
     returned_ = 0.0;
     mix_.clear();
@@ -240,9 +243,9 @@ class push_sum_node {
       u_sum += env.share * env.u;
     }
     scratch_.prepare(mix_, d_);
-    block_.resize(std::min(d_, mix_block));
+    block.resize(std::min(d_, mix_block));
     const auto xi = x();
-    T* s = block_.data();
+    T* s = block.data();
     std::size_t own = 0;
     const T e = static_cast<T>(eta);
     for (std::size_t b = 0; b < d_; b += mix_block) {
