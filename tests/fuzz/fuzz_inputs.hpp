@@ -1,7 +1,7 @@
 // How the structured fuzz targets read their bytes, with the writers make_corpus uses, so that
 // the seed corpus and the targets cannot disagree on the layout. Every byte string is a valid
 // input (short ones read as zeros), so every mutation reaches the library.
-//   compress: flags u8 | (d - 1) mod 2^14 u16 | seed u16 | node u8 | round u8 | spec '\n' | value bytes
+//   compress: flags u8 | (d - 1) mod 4096 u16 | seed u16 | node u8 | round u8 | spec '\n' | value bytes
 //   schedule: (n - 1) mod 32 u8 | seed u16 | spec (up to a NUL)
 //   idx:      mode u8 (0: one file, read both ways; 1: images u16 length, images, labels) | bytes
 #pragma once
@@ -65,7 +65,7 @@ inline void put_text(std::vector<std::uint8_t>& out, std::string_view s) { put_b
 /// error feedback; bits 3..7 the exponent (0 .. 31).
 struct compress_input {
   std::uint8_t flags = 0;
-  std::uint32_t d = 1;  ///< 1 .. 16384: large enough for threshold's sampling path (k >= 2048)
+  std::uint32_t d = 1;  ///< 1 .. 4096: enough for threshold's sampling path (k >= 2048)
   std::uint16_t seed = 0;
   std::uint8_t node = 0, round = 0;
   std::string_view spec;
@@ -79,7 +79,7 @@ struct compress_input {
     byte_reader r(in);
     compress_input c;
     c.flags = r.u8();
-    c.d = 1u + r.u16() % 16384u;  // larger d only slows every run down
+    c.d = 1u + r.u16() % 4096u;  // a larger d only slows every run down
     c.seed = r.u16();
     c.node = r.u8();
     c.round = r.u8();

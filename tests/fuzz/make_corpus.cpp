@@ -108,8 +108,8 @@ void compress_seeds() {
       {"sign", 90, 4 | 16 << 3},        {"none", 9, 2 | 1},                     {"top-k:0.01", 3000, 4 | 16 << 3},
       {"top-k:0.1+int8", 500, 1 | 4 | 16 << 3}, {"top-k:5+u32", 64, 16 << 3},  {"top-k:0.05+varint+bf16", 800, 2 | 4},
       {"random-k:0.1", 200, 4 | 16 << 3}, {"random-k-unbiased:3+qsgd:7", 50, 1 | 16 << 3},
-      {"random-k:0.9+fp16+u32", 100, 2 | 4}, {"threshold:2048", 16384, 16 << 3},
-      {"threshold:0.15+fp16+varint", 16000, 1 | 4 | 16 << 3}, {"threshold:0.2", 1000, 2 | 4},
+      {"random-k:0.9+fp16+u32", 100, 2 | 4}, {"threshold:2048", 4096, 16 << 3},
+      {"threshold:0.6+fp16+varint", 4000, 1 | 4 | 16 << 3}, {"threshold:0.2", 1000, 2 | 4},
   };
   std::uint64_t seed = 100;
   for (const auto& c : cases) {

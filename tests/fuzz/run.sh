@@ -26,11 +26,12 @@ run="$build/fuzz-run"
 rm -rf "$run"
 for name in $targets; do
   mkdir -p "$run/$name/corpus"
-  # the seeds and every crash ever found, so that a regression fails at once
-  cp -r "$root/tests/fuzz/corpus/$name/." "$run/$name/corpus/"
-  if [ -d "$root/tests/fuzz/crashes/$name" ]; then
-    find "$root/tests/fuzz/crashes/$name" -type f ! -name '.*' -exec cp {} "$run/$name/corpus/" \;
-  fi
+  # the seeds and every crash ever found (either may be missing), so that a regression fails at once
+  for from in corpus crashes; do
+    if [ -d "$root/tests/fuzz/$from/$name" ]; then
+      find "$root/tests/fuzz/$from/$name" -type f ! -name '.*' -exec cp {} "$run/$name/corpus/" \;
+    fi
+  done
 done
 
 fuzz_one() {  # name: run one target, its log and artifacts under $run/$name
