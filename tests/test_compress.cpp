@@ -312,6 +312,38 @@ TEST_CASE("int8 values: q = s * code with s = max|v| / 127, error below s / 2", 
     REQUIRE(std::abs(m.value_at<float>(j) - v[m.indices[j]]) <= 0.5f * m.scale * 1.0001f);
 }
 
+// Found by tests/fuzz/fuzz_compress (inputs in tests/fuzz/crashes/compress): in float, 127 s
+// overflowed for max|v| near FLT_MAX, nrm * l overflowed for ||v|| > FLT_MAX / levels, and
+// levels / nrm overflowed for a subnormal norm (then 0 * inf = NaN was cast to an integer).
+TEST_CASE("finite float inputs of extreme magnitude give finite q", "[compress]") {
+  constexpr float big = std::numeric_limits<float>::max();
+  constexpr float tiny = std::numeric_limits<float>::denorm_min();
+  auto check = [](const auto& c, const std::vector<float>& v) {
+    message m;
+    c.compress(std::span<const float>(v), m, {5, 1, 2});
+    const auto q = test::dense<float>(m);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      INFO("i = " << i << ", v = " << v[i] << ", q = " << q[i]);
+      REQUIRE(std::isfinite(q[i]));
+      REQUIRE(std::isfinite(v[i] - q[i]));  // the residual error feedback keeps
+      REQUIRE(std::abs(q[i]) <= std::max(std::abs(v[i]) * 1.0001f, m.scale));
+      REQUIRE((q[i] == 0 || (q[i] < 0) == (v[i] < 0)));
+    }
+    return m;
+  };
+  const value_codec int8{value_encoding::i8, 0};
+  for (const float top : {big, std::nextafter(big, 0.0f), 0.9999f * big}) {
+    const auto m = check(identity{int8}, {top, -top, 1.0f, 0.0f});
+    REQUIRE(m.value_at<float>(0) >= 0.999f * top);  // saturates, does not collapse
+  }
+  for (const std::uint16_t levels : {std::uint16_t{1}, std::uint16_t{16}, max_qsgd_levels}) {
+    check(qsgd{levels}, {1e36f, -3e35f, 0.0f, 7.0f});
+    check(qsgd{levels}, {2e38f, 2e38f, -2e38f});  // ||v|| beyond FLT_MAX: the norm saturates
+    check(qsgd{levels}, {tiny, 0.0f, -tiny});
+    check(qsgd{levels}, {1e-40f, 0.0f, 3e-41f});
+  }
+}
+
 TEST_CASE("compressor spec strings", "[compress]") {
   const auto v = test::gaussian<float>(10000, 2);
   auto check = [&](const char* spec, std::uint32_t count, value_encoding ve) {

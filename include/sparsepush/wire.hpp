@@ -1,7 +1,7 @@
 // sparsepush/wire.hpp: the wire codec of a compressed message q = C(v), over bytes: the header,
 // the index encodings and, for each value encoding, its writer (quantize) beside its reader
 // (dequantize), so that the sender's error feedback and the receiver see the same q bit for bit:
-//   int8: s = max|v| / 127, q = s * round(v / s);  sign: s = sum|v| / count, q = s * sign(v);
+//   int8: s = max|v| / 127, q = s * round(v / s) (saturating);  sign: s = sum|v| / count, q = s * sign(v);
 //   qsgd: nrm = ||v||_2, q = nrm * sign(v) * l / levels, l the stochastic rounding of |v| levels / nrm.
 //
 // Wire layout (little-endian), wire_bytes() == encode(m).size() exactly:
@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -459,7 +460,8 @@ void write_bf16(std::byte* p, std::size_t n, Get&& v_at) noexcept {
 }
 inline float read_bf16(const std::byte* p, std::size_t j) noexcept { return bf16_to_float(get_u16(p + 2 * j)); }
 
-// int8: s = max|v| / 127 (as fp32), code = round(v / s) in [-127, 127], q = s * code.
+// int8: s = max|v| / 127 (as fp32), code = round(v / s) in [-127, 127], q = s * code, saturating
+// at the largest finite T.
 template <tensor_element T, class Get>
 float write_i8(std::byte* p, std::size_t n, Get&& v_at) noexcept {
   T amax = 0;
@@ -475,7 +477,11 @@ float write_i8(std::byte* p, std::size_t n, Get&& v_at) noexcept {
 }
 template <tensor_element T>
 T read_i8(const std::byte* p, std::size_t j, float scale) noexcept {
-  return static_cast<T>(scale) * static_cast<T>(static_cast<std::int8_t>(p[j]));
+  const T q = static_cast<T>(scale) * static_cast<T>(static_cast<std::int8_t>(p[j]));
+  // in float, 127 s rounds above the largest float when max|v| is close to it: saturate there,
+  // as the fp32 writer does, so that a finite v never gives an infinite q
+  if (!std::isfinite(q)) return std::copysign(std::numeric_limits<T>::max(), q);
+  return q;
 }
 
 // sign: s = (sum |v|) / n (as fp32), bit j set when v_j < 0, q = s * sign(v) with sign(0) = +.
@@ -513,6 +519,7 @@ float write_qsgd(std::byte* p, std::size_t n, std::uint16_t levels, Get&& v_at, 
   const unsigned bits = qsgd_code_bits(levels);
   const T s = static_cast<T>(levels);
   const T to_level = s / nrm;
+  const bool tiny_norm = !std::isfinite(to_level);  // float: s / nrm overflows when nrm < s / FLT_MAX
   const counter_rng rng(ctx.seed, ctx.node, ctx.round, rng_stream::qsgd);
   std::uint32_t cached_block = 0xFFFFFFFFu;
   philox_counter words{};
@@ -526,7 +533,7 @@ float write_qsgd(std::byte* p, std::size_t n, std::uint16_t levels, Get&& v_at, 
       words = rng.block(cached_block);
     }
     const T v = v_at(j);
-    const T r = std::abs(v) * to_level;
+    const T r = tiny_norm ? std::abs(v) / nrm * s : std::abs(v) * to_level;  // 0 * inf would be NaN
     T level = std::floor(r);
     level += static_cast<T>(static_cast<T>(unit_interval(words[at & 3])) < r - level);
     level = std::min(level, s);
@@ -546,7 +553,10 @@ template <tensor_element T>
 T read_qsgd(const std::byte* p, std::size_t j, std::uint16_t levels, float scale) noexcept {
   const unsigned bits = qsgd_code_bits(levels);
   const std::uint32_t code = read_bits(p, j * bits, bits);
-  const T mag = static_cast<T>(scale) * static_cast<T>(code >> 1) / static_cast<T>(levels);
+  const T level = static_cast<T>(code >> 1);
+  T mag = static_cast<T>(scale) * level / static_cast<T>(levels);
+  // in float, scale * level overflows when the norm exceeds FLT_MAX / levels, though mag <= scale
+  if (!std::isfinite(mag)) mag = static_cast<T>(scale) * (level / static_cast<T>(levels));
   return (code & 1u) ? -mag : mag;
 }
 

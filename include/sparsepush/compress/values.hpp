@@ -3,7 +3,7 @@
 // the wire codec's writer (wire.hpp) fills the message payload, and the dequantized
 // q_j = message::value_at(j) is what error feedback subtracts. Definitions:
 //   fp16/bf16/fp32: round to nearest even, saturating at the largest finite value;
-//   int8: s = max|v| / 127 (as fp32), code = round(v / s) in [-127, 127], q = s * code;
+//   int8: s = max|v| / 127 (as fp32), code = round(v / s) in [-127, 127], q = s * code (saturating);
 //   sign: s = (sum |v|) / count (as fp32, ||v||_1/d for a dense message), q = s * sign(v);
 //   qsgd: s levels, nrm = ||v||_2 (as fp32), l = floor(|v| (s / nrm) + xi), xi ~ U[0,1) from the
 //         counter-based stream at the value's coordinate, q = nrm * sign(v) * l / s (unbiased).
