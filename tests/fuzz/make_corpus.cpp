@@ -1,6 +1,7 @@
 // Writes the seed corpus of the fuzz targets: real encoded messages and envelopes of every value
 // and index encoding, valid compressor and schedule specs with vectors and sizes that reach
-// their different paths, and tiny IDX files (plain, gzip, truncated, mismatched). Run it after a
+// their different paths, tiny IDX files (plain, gzip, truncated, mismatched), and real
+// checkpoints of the shapes the checkpoint target restores into. Run it after a
 // change of the wire format or of an input layout (fuzz_inputs.hpp) and commit the result:
 //   fuzz_make_corpus tests/fuzz/corpus
 #include <zlib.h>
@@ -19,6 +20,7 @@
 #include <sparsepush/compress/compose.hpp>
 #include <sparsepush/transport/endpoint.hpp>
 
+#include "fuzz_checkpoint_setup.hpp"
 #include "fuzz_inputs.hpp"
 
 namespace fs = std::filesystem;
@@ -203,6 +205,12 @@ void idx_seeds() {
   save("idx", "pair-label-12", idx_input::write_pair(images, bad_label));
 }
 
+void checkpoint_seeds() {
+  const char* names[] = {"sparse-push-file", "sparse-push-payload", "choco-file", "choco-payload"};
+  const auto seeds = sparsepush_fuzz::checkpoint_setup::seeds();
+  for (std::size_t k = 0; k < seeds.size(); ++k) save("checkpoint", names[k], seeds[k]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +223,7 @@ int main(int argc, char** argv) {
   compress_seeds();
   schedule_seeds();
   idx_seeds();
+  checkpoint_seeds();
   std::printf("wrote %zu seed files under %s\n", written, root.string().c_str());
   return 0;
 }

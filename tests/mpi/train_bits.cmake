@@ -1,6 +1,7 @@
-# sparsepush-train --transport mpi under mpirun with R = 1, 2, 3, 4 ranks writes the same summary
-# as the in-process run, bit for bit, in every field that is not a time or a speed.
-# Usage: cmake -DTRAIN=exe "-DMPIEXEC=mpiexec;flags" -DNP_FLAG=-n "-DARGS=a;b" -DWORK_DIR=dir -P train_bits.cmake
+# sparsepush-train --transport mpi under mpirun with R ranks (NPS, default 1, 2, 3 and 4) writes
+# the same summary as the in-process run, bit for bit, in every field that is not a time or a speed.
+# Usage: cmake -DTRAIN=exe "-DMPIEXEC=mpiexec;flags" -DNP_FLAG=-n "-DARGS=a;b" -DWORK_DIR=dir
+#              ["-DNPS=2;3"] -P train_bits.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 function(run)
@@ -13,7 +14,10 @@ run(${TRAIN} ${ARGS} --summary ${WORK_DIR}/inprocess.json)
 file(READ ${WORK_DIR}/inprocess.json ref)
 set(fields avg_test_accuracy averaged_model_test_accuracy param_divergence bytes_sent_total comm_ratio rounds
     messages_dropped weight_mass)
-foreach(np IN ITEMS 1 2 3 4)
+if(NOT DEFINED NPS)
+  set(NPS 1 2 3 4)
+endif()
+foreach(np IN LISTS NPS)
   run(${MPIEXEC} ${NP_FLAG} ${np} ${TRAIN} ${ARGS} --transport mpi --summary ${WORK_DIR}/mpi${np}.json)
   file(READ ${WORK_DIR}/mpi${np}.json got)
   foreach(f IN LISTS fields)
