@@ -3,6 +3,7 @@
 // Its byte count is that of a ring all-reduce of fp32 values: 2 (n - 1) / n * 4 d per node a round.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,6 +73,8 @@ class centralized {
     if (r.u64("node count") != g_.size()) r.fail("holds a centralized run of another node count");
     std::vector<T> x(dim());
     r.values(std::span<T>(x), "model");
+    for (const T a : x)
+      if (!std::isfinite(a)) r.fail("holds a model with a NaN or Inf (corrupted)");
     const auto bytes = r.u64("bytes sent");
     std::copy(x.begin(), x.end(), as_span(x_).begin());
     bytes_ = static_cast<std::size_t>(bytes);

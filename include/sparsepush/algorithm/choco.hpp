@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -182,6 +183,14 @@ class choco_node {
       st.copies.emplace_back(d_);
       r.values(std::span<T>(st.copies.back()), "neighbour copy");
     }
+    auto finite = [](const std::vector<T>& v) {
+      for (const T a : v)
+        if (!std::isfinite(a)) return false;
+      return true;
+    };
+    bool ok = finite(st.x) && finite(st.xp) && finite(st.s);
+    for (const auto& c : st.copies) ok = ok && finite(c);
+    if (!ok) r.fail("holds CHOCO node " + std::to_string(id) + " with a NaN or Inf (corrupted)");
     return st;
   }
   /// Apply a state from read_state() (cannot fail).

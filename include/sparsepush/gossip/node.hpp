@@ -319,6 +319,11 @@ class push_sum_node {
     for (const auto* v : {&s.x, &s.e})
       for (const T a : *v)
         if (!std::isfinite(a)) r.fail("holds node " + std::to_string(id) + " with a NaN or Inf in x or e (corrupted)");
+    // the round's own checks: u not below min_weight(), and a de-biased model x / u that is finite
+    if (!(s.u >= min_weight())) r.fail("holds node " + std::to_string(id) + " with a weight u below min_weight()");
+    for (const T a : s.x)
+      if (!std::isfinite(static_cast<T>(static_cast<double>(a) / s.u)))
+        r.fail("holds node " + std::to_string(id) + " whose de-biased model x / u is not finite (corrupted)");
     return s;
   }
   /// Apply a state from read_state() (cannot fail).
