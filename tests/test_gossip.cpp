@@ -4,7 +4,11 @@
 // byte ledger, and the strong guarantee on bad input.
 #include <Eigen/Dense>
 #include <catch2/catch.hpp>
+#include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <sparsepush/sparsepush.hpp>
 
 #include "test_util.hpp"
@@ -308,4 +312,105 @@ TEMPLATE_TEST_CASE("combine equals a dense reference for any mix of messages", "
   const weighted_message w{&m, 1.0};
   REQUIRE_THROWS_WITH(combine<T>(std::span<T>(y), std::span<const weighted_message>(&w, 1)),
                       Catch::Contains("dim 5") && Catch::Contains("6 elements"));
+}
+
+namespace {
+/// An endpoint that posts nowhere and hands over a fixed list of envelopes.
+struct given_endpoint {
+  std::uint32_t id = 0;
+  std::vector<envelope> envelopes;
+  std::uint32_t node() const noexcept { return id; }
+  void post(std::uint32_t, std::span<const out_edge>, double, const message&) {}
+  void collect(std::uint32_t, std::span<const in_edge>, inbox& box) { box.envelopes = envelopes; }
+};
+
+/// The gossip update written out densely in T, in the order the mixing kernel fixes: S_l from 0,
+/// the dense messages in list order (own message first, then the senders), then the sparse ones in
+/// list order; x_l = (x_l - q_il) + S_l at eta = 1, x_l + eta (S_l - q_il) otherwise.
+template <class T>
+std::vector<T> mixed_reference(std::vector<T> x, const message& own, double self, const std::vector<envelope>& env,
+                               double eta) {
+  const auto qi = test::dense<T>(own);
+  std::vector<std::pair<const message*, double>> list{{&own, self}};
+  for (const auto& e : env) list.push_back({e.msg, e.share});
+  std::vector<T> s(x.size(), T(0));
+  for (const bool dense_pass : {true, false})
+    for (const auto& [m, coef] : list) {
+      if (m->dense() != dense_pass) continue;
+      const auto q = test::dense<T>(*m);
+      const T c = static_cast<T>(coef);
+      for (std::size_t l = 0; l < x.size(); ++l) s[l] += c * q[l];
+    }
+  const T et = static_cast<T>(eta);
+  for (std::size_t l = 0; l < x.size(); ++l)
+    x[l] = eta == 1.0 ? (x[l] - qi[l]) + s[l] : x[l] + et * (s[l] - qi[l]);
+  return x;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("sparse messages mix in O(nnz) with the dense update's bits", "[gossip]", float, double) {
+  using T = TestType;
+  const std::size_t d = 5003;
+  // senders' messages: top-K at several k (one kept entry at d - 1), fp16 values, an empty one
+  std::vector<message> msgs(5);
+  auto v = test::gaussian<T>(d, 7);
+  v[d - 1] = T(100);
+  top_k{k_spec::count(1)}.compress(std::span<const T>(v), msgs[0], {1, 1, 0});
+  top_k{k_spec::fraction(0.05)}.compress(std::span<const T>(test::gaussian<T>(d, 8)), msgs[1], {1, 2, 0});
+  top_k{k_spec::fraction(0.2), value_codec{value_encoding::f16}}.compress(std::span<const T>(test::gaussian<T>(d, 9)),
+                                                                           msgs[2], {1, 3, 0});
+  top_k{k_spec::fraction(0.01)}.compress(std::span<const T>(test::gaussian<T>(d, 10)), msgs[3], {1, 4, 0});
+  msgs[4].dim = static_cast<std::uint32_t>(d);
+  msgs[4].index_enc = wire_indices::raw_u32;  // sparse, no values
+  identity{}.compress(std::span<const T>(test::gaussian<T>(d, 11)), msgs.emplace_back(), {1, 5, 0});
+  REQUIRE(msgs[5].dense());
+
+  struct setting {
+    const char* name;
+    std::vector<std::size_t> senders;
+    bool sparse;
+  };
+  const setting settings[] = {{"no sender", {}, true},
+                              {"one sparse sender", {0}, true},
+                              {"five sparse senders", {0, 1, 2, 3, 4}, true},
+                              {"a dense sender among sparse ones", {1, 5, 2}, false}};
+  for (const auto& st : settings)
+    for (const double eta : {1.0, 0.3}) {
+      INFO(st.name << ", eta " << eta);
+      const auto x0 = test::gaussian<T>(d, 12);
+      push_sum_node<std::vector<T>> node(x0, {.id = 0});
+      const std::vector<out_edge> col{{0, 0.5}, {1, 0.5}};
+      given_endpoint ep;
+      double u_sum = 0.5;
+      for (std::size_t k = 0; k < st.senders.size(); ++k) {
+        const double share = 0.1 + 0.1 * static_cast<double>(k);
+        ep.envelopes.push_back({static_cast<std::uint32_t>(k + 1), share, 1.0 + share, &msgs[st.senders[k]]});
+        u_sum += share * (1.0 + share);
+      }
+      node.compress(top_k{k_spec::fraction(0.03)}, 0);
+      const auto want = mixed_reference(std::vector<T>(node.x().begin(), node.x().end()), node.outgoing(), 0.5,
+                                        ep.envelopes, eta);
+      node.post(ep, 0, col);
+      node.collect(ep, 0, std::vector<in_edge>{});
+      node.mix(eta, 0.5);
+      REQUIRE(node.last_mix_sparse() == st.sparse);
+      std::size_t diff = 0;
+      for (std::size_t l = 0; l < d; ++l) diff += node.x()[l] == want[l] ? 0 : 1;  // == : -0 equals +0
+      REQUIRE(diff == 0);
+      REQUIRE(node.u() == (eta == 1.0 ? u_sum : 1.0 + eta * (u_sum - 1.0)));
+    }
+}
+
+TEST_CASE("a sparse mix refuses a message of another dimension before anything changes", "[gossip]") {
+  const std::size_t d = 300;
+  push_sum_node<std::vector<float>> node(test::gaussian<float>(d, 3), {.id = 0});
+  message wrong;
+  top_k{k_spec::count(3)}.compress(std::span<const float>(test::gaussian<float>(d + 1, 4)), wrong, {1, 1, 0});
+  given_endpoint ep{0, {{1, 0.5, 1.0, &wrong}}};
+  node.compress(top_k{k_spec::count(3)}, 0);
+  const std::vector<float> before(node.x().begin(), node.x().end());
+  node.collect(ep, 0, std::vector<in_edge>{});
+  REQUIRE_THROWS_AS(node.mix(0.5, 0.5), size_error);
+  REQUIRE(std::equal(before.begin(), before.end(), node.x().begin()));
+  REQUIRE(node.u() == 1.0);
 }

@@ -11,6 +11,13 @@
 #define SPARSEPUSH_VERSION_MINOR 1
 #define SPARSEPUSH_VERSION_PATCH 0
 
+/// A read prefetch hint (nothing where the compiler offers none).
+#if defined(__GNUC__) || defined(__clang__)
+#define SPARSEPUSH_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define SPARSEPUSH_PREFETCH(p) ((void)0)
+#endif
+
 namespace sparsepush {
 inline namespace v0 {
 

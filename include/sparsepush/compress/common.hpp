@@ -14,6 +14,7 @@
 #include <string>
 
 #include "../config.hpp"
+#include "../detail/finite.hpp"
 #include "../message.hpp"
 #include "../tensor.hpp"
 #include "values.hpp"
@@ -114,9 +115,7 @@ inline void check_dim(std::size_t d, const context& ctx) {
 /// Throw non_finite_error naming the first NaN/Inf of v.
 template <tensor_element T>
 void check_finite(std::span<const T> v, const context& ctx, const char* what = "input") {
-  bool ok = true;
-  for (const T x : v) ok &= std::isfinite(x);  // branch-free scan; locate only on failure
-  if (ok) return;
+  if (all_finite(v.data(), v.size())) return;  // branch-free scan; locate only on failure
   for (std::size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i])) throw_non_finite(static_cast<double>(v[i]), i, ctx, what);
 }

@@ -137,6 +137,7 @@ class push_sum_node {
   std::size_t buffer_bytes() const noexcept {
     return block_.capacity() * sizeof(T) + message_capacity_bytes(msg_) + inbox_.capacity_bytes() +
            ws_.capacity_bytes() + mix_.capacity() * sizeof(weighted_message) + scratch_.capacity_bytes() +
+           cursors_.capacity() * sizeof(sparse_cursor) +
            out_.capacity() * sizeof(out_edge) + in_.capacity() * sizeof(in_edge);
   }
 
@@ -234,15 +235,29 @@ class push_sum_node {
   /// nodes on one thread share one L2-sized block instead of n).
   void mix(double eta, double self_share, std::vector<T>& block) {
     const double self = self_share + returned_;
-    returned_ = 0.0;
     mix_.clear();
     mix_.push_back({&msg_, self});
     double u_sum = self * u_;
+    bool all_sparse = !msg_.dense();
     for (const auto& env : inbox_.envelopes) {
       mix_.push_back({env.msg, env.share});
       u_sum += env.share * env.u;
+      all_sparse &= !env.msg->dense();
     }
-    scratch_.prepare(mix_, d_);
+    scratch_.prepare(mix_, d_);  // checks every dim before anything changes
+    returned_ = 0.0;
+    if (all_sparse) mix_sparse(eta);
+    else mix_dense(eta, block);
+    u_ = eta == 1.0 ? u_sum : u_ + eta * (u_sum - u_);
+  }
+
+  /// Whether the last mix() took the O(nnz) path (every message sparse).
+  bool last_mix_sparse() const noexcept { return last_sparse_; }
+
+ private:
+  /// The dense path: S_i accumulated per L2-sized block, then one pass over x.
+  void mix_dense(double eta, std::vector<T>& block) {
+    last_sparse_ = false;
     block.resize(std::min(d_, mix_block));
     const auto xi = x();
     T* s = block.data();
@@ -260,8 +275,49 @@ class push_sum_node {
         for (std::size_t l = b; l < end; ++l) xi[l] = xi[l] + e * s[l - b];
       }
     }
-    u_ = eta == 1.0 ? u_sum : u_ + eta * (u_sum - u_);
   }
+
+  /// The O(nnz) path, when every message is sparse: a merge of the ascending index lists (own
+  /// message first, then the senders in inbox order) visits only the kept coordinates, with the
+  /// dense path's arithmetic at each: S_l = sum in list order of c_m q_m[l] from 0, then
+  /// x_l = (x_l - q_il) + S_l at eta = 1, x_l = x_l + eta (S_l - q_il) otherwise. Coordinates no
+  /// message carries are not touched (the dense path adds +0 there, which only turns -0 into +0).
+  /// How many kept entries ahead mix_sparse() prefetches x (its accesses are scattered).
+  static constexpr std::ptrdiff_t prefetch_ahead = 16;
+  void mix_sparse(double eta) {
+    last_sparse_ = true;
+    cursors_.clear();
+    for (const auto& w : mix_)
+      cursors_.push_back({w.msg->indices.data(), w.msg->indices.data() + w.msg->count, w.msg,
+                          static_cast<T>(w.coef), w.msg->value_enc == wire_values::f32});
+    const auto xi = x();
+    const T e = static_cast<T>(eta);
+    const bool one = eta == 1.0;
+    sparse_cursor* const cb = cursors_.data();
+    sparse_cursor* const ce = cb + cursors_.size();
+    for (;;) {
+      std::uint32_t l = std::numeric_limits<std::uint32_t>::max();
+      bool any = false;
+      for (sparse_cursor* c = cb; c != ce; ++c)
+        if (c->at != c->end && *c->at <= l) l = *c->at, any = true;
+      if (!any) break;
+      T s = T(0), own = T(0);
+      for (sparse_cursor* c = cb; c != ce; ++c) {
+        if (c->at == c->end || *c->at != l) continue;
+        const std::size_t j = static_cast<std::size_t>(c->at - c->msg->indices.data());
+        const T q = c->f32 ? static_cast<T>(detail::load_raw<float>(c->msg->payload.data(), j))
+                           : c->msg->template value_at<T>(j);
+        s += c->coef * q;
+        if (c == cb) own = q;
+        if (c->end - c->at > prefetch_ahead) SPARSEPUSH_PREFETCH(xi.data() + c->at[prefetch_ahead]);
+        ++c->at;
+      }
+      if (one) xi[l] = (xi[l] - own) + s;
+      else xi[l] = xi[l] + e * (s - own);
+    }
+  }
+
+ public:
 
   /// The whole round t against a schedule and an endpoint: out- and in-edges from the schedule,
   /// check, local step (when st.direction is not empty), compress, post, collect, mix.
@@ -357,10 +413,21 @@ class push_sum_node {
       T v = p.empty() ? xi[l] : xi[l] - gamma * p[l];
       return fb ? v + residual_[l] : v;
     };
+    // one branch-free pass over x, p and e; the slow scans below only name the first bad value
+    using U = typename detail::finite_bits<T>::U;
+    U acc = 0;
+    const T* xp = xi.data();
+    const T* ep = fb ? residual_.data() : nullptr;
+    if (p.empty() && !fb) acc = detail::all_finite(xp, d_) ? 0 : ~U{0};
+    else if (p.empty()) for (std::size_t l = 0; l < d_; ++l) acc |= detail::non_finite_flag<T>(xp[l] + ep[l]);
+    else if (!fb)
+      for (std::size_t l = 0; l < d_; ++l)
+        acc |= detail::non_finite_flag<T>(p[l]) | detail::non_finite_flag<T>(xp[l] - gamma * p[l]);
+    else
+      for (std::size_t l = 0; l < d_; ++l)
+        acc |= detail::non_finite_flag<T>(p[l]) | detail::non_finite_flag<T>((xp[l] - gamma * p[l]) + ep[l]);
+    if (detail::flags_finite<T>(acc)) return;
     if (!p.empty()) detail::check_finite(p, ctx, "local direction");
-    bool ok = true;
-    for (std::size_t l = 0; l < d_; ++l) ok &= std::isfinite(v_at(l));
-    if (ok) return;
     for (std::size_t l = 0; l < d_; ++l)
       if (!std::isfinite(v_at(l)))
         detail::throw_non_finite(static_cast<double>(v_at(l)), l, ctx, fb ? "x + e" : "x");
@@ -378,6 +445,15 @@ class push_sum_node {
   std::vector<weighted_message> mix_;
   combine_scratch scratch_;
   std::vector<T> block_;
+  struct sparse_cursor {
+    const std::uint32_t* at;
+    const std::uint32_t* end;
+    const message* msg;
+    T coef;
+    bool f32;
+  };
+  std::vector<sparse_cursor> cursors_;
+  bool last_sparse_ = false;
   std::vector<out_edge> out_;
   std::vector<in_edge> in_;
 };
