@@ -117,11 +117,10 @@ inline std::vector<std::byte> encode(const message& m) {
   return out;
 }
 
-/// Parse and fully validate one encoded message. Any truncated, oversized, corrupted or
-/// inconsistent buffer throws decode_error; `out` is only replaced on success.
-inline void decode(std::span<const std::byte> buf, message& out) {
+namespace detail {
+/// Parse and validate buf into m, reusing m's buffers; m is garbage when this throws.
+inline void decode_into(std::span<const std::byte> buf, message& m) {
   const detail::wire_header h = detail::read_header(buf);  // sizes and checksum
-  message m;
   m.index_enc = h.indices;
   m.value_enc = h.values;
   m.levels = h.levels;
@@ -132,12 +131,9 @@ inline void decode(std::span<const std::byte> buf, message& out) {
   detail::read_indices(h, q, m.indices);
   m.payload.assign(q + h.index_bytes, q + h.index_bytes + h.value_bytes());
   detail::check_values(h, m.payload.data(), message_header_bytes + h.index_bytes);
-  out = std::move(m);
 }
 
-/// decode() for a receiver that knows the dimension (every gossip receiver does): a message
-/// announcing another dim is a decode_error before anything is allocated for it.
-inline void decode(std::span<const std::byte> buf, message& out, std::uint32_t expected_dim) {
+inline void check_announced_dim(std::span<const std::byte> buf, std::uint32_t expected_dim) {
   if (buf.size() >= message_header_bytes && buf[0] == std::byte{'S'} && buf[1] == std::byte{'P'} &&
       buf[2] == std::byte{'S'} && buf[3] == std::byte{'H'}) {
     const std::uint32_t dim = detail::get_u32(buf.data() + 12);
@@ -146,6 +142,30 @@ inline void decode(std::span<const std::byte> buf, message& out, std::uint32_t e
                              std::to_string(expected_dim),
                          12);
   }
+}
+}  // namespace detail
+
+/// Parse and fully validate one encoded message. Any truncated, oversized, corrupted or
+/// inconsistent buffer throws decode_error; `out` is only replaced on success.
+inline void decode(std::span<const std::byte> buf, message& out) {
+  message m;
+  detail::decode_into(buf, m);
+  out = std::move(m);
+}
+
+/// decode() that allocates nothing once its buffers have grown: the message is parsed into
+/// `scratch` and, on success, swapped with `out` (whose buffers become the next scratch). On a
+/// decode_error `out` is unchanged and `scratch` holds garbage.
+inline void decode(std::span<const std::byte> buf, message& out, std::uint32_t expected_dim, message& scratch) {
+  detail::check_announced_dim(buf, expected_dim);
+  detail::decode_into(buf, scratch);
+  std::swap(out, scratch);
+}
+
+/// decode() for a receiver that knows the dimension (every gossip receiver does): a message
+/// announcing another dim is a decode_error before anything is allocated for it.
+inline void decode(std::span<const std::byte> buf, message& out, std::uint32_t expected_dim) {
+  detail::check_announced_dim(buf, expected_dim);
   decode(buf, out);
 }
 

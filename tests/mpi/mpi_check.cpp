@@ -4,6 +4,9 @@
 //                                    (ALGORITHM: sp-int8, scsp, sgp, choco, or sp-lossy: SP with
 //                                    30% injected loss and acknowledged recovery; both runs lose
 //                                    the same envelopes)
+//   mpi_check alloc ALGORITHM        after warm-up rounds, rounds of ALGORITHM (sp, scsp, sgp, choco)
+//                                    over MPI make no C++ allocation on any rank (a counting
+//                                    global operator new)
 //   mpi_check fault KIND             rank 1 misbehaves at round 3 (KIND: stall, exit, round,
 //                                    settings); the other ranks must fail with a clear error
 // Prints "mpi_check: ... ok" and exits 0, or names what differed and exits 1. In the fault runs
@@ -16,6 +19,8 @@
 #include <thread>
 #include <sparsepush/sparsepush.hpp>
 #include <sparsepush/transport/mpi.hpp>
+
+#include "../alloc/counting_new.hpp"
 
 namespace sp = sparsepush;
 using vec = std::vector<double>;
@@ -112,6 +117,44 @@ int bits(const std::string& alg, std::size_t n) {
   return rc;
 }
 
+/// Rounds [8, 20) (and for SCSP its exact rounds [24, 32)) allocate nothing on this rank after
+/// warm-up; the verdict is agreed over all ranks.
+int alloc(const std::string& alg) {
+  const std::size_t n = 8;
+  sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = std::chrono::seconds(30)});
+  net.agree("alloc;" + alg);
+  std::vector<vec> x0;
+  for (std::uint32_t i = 0; i < net.local_nodes(); ++i) x0.push_back(initial(net.first_node() + i));
+  unsigned long long counted = 0;
+  auto measure = [&](auto& a, std::uint32_t warm, std::uint32_t from, std::uint32_t to) {
+    for (std::uint32_t t = warm; t < from; ++t) a.round(t, oracle, 0.05);
+    counted += alloc_check::allocations_during([&] {
+      for (std::uint32_t t = from; t < to; ++t) a.round(t, oracle, 0.05);
+    });
+  };
+  if (alg == "choco") {
+    sp::choco<double, sp::any_compressor, sp::any_schedule, sp::mpi_network> a(
+        x0, sp::parse_schedule("undirected-ring", n), net,
+        {.consensus_step = 0.3, .compressor = sp::parse_compressor("top-k:0.05"), .seed = 3});
+    measure(a, 0, 8, 20);
+  } else {
+    const auto phases = alg == "sgp"    ? sp::sgp_phases()
+                        : alg == "scsp" ? sp::scsp_phases(sp::parse_compressor("top-k:0.05"), 0.1, 20, 12)
+                                        : sp::sparse_push_phases(sp::parse_compressor("top-k:0.05"), 0.1);
+    sp::sparse_push<double, sp::any_compressor, sp::any_schedule, sp::mpi_network> a(
+        x0, sp::parse_schedule("exponential", n), phases, net, {.seed = 3});
+    measure(a, 0, 8, 20);
+    if (alg == "scsp") measure(a, 20, 24, 32);
+  }
+  net.finish();
+  unsigned long long total = 0;
+  MPI_Allreduce(&counted, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (net.rank() == 0)
+    std::printf("mpi_check: %s over %d ranks: %llu allocations in steady-state rounds: %s\n", alg.c_str(),
+                net.ranks(), total, total == 0 ? "no round allocated: ok" : "FAIL");
+  return total == 0 ? 0 : 1;
+}
+
 [[noreturn]] void fail_job(int rank, const char* what) {
   std::fprintf(stderr, "mpi_check: rank %d: %s\n", rank, what);
   std::fflush(stderr);
@@ -157,7 +200,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "bits" && argc == 4) rc = bits(argv[2], std::stoul(argv[3]));
   else if (mode == "fault" && argc == 3) rc = fault(argv[2]);
-  else std::fprintf(stderr, "usage: mpi_check bits ALGORITHM NODES | fault stall|exit|round|settings\n");
+  else if (mode == "alloc" && argc == 3) rc = alloc(argv[2]);
+  else std::fprintf(stderr, "usage: mpi_check bits ALGORITHM NODES | alloc ALGORITHM | fault stall|exit|round|settings\n");
   MPI_Finalize();
   return rc;
 }

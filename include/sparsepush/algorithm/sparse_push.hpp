@@ -117,7 +117,11 @@ class sparse_push {
   bool trains(std::uint32_t t) const { return phases_.at(t).local_step; }
   /// Run f(i, w) for every node this process runs on the algorithm's threads (w in
   /// [0, workers()) names the thread: one scratch buffer per thread is enough).
-  void for_each_node(const std::function<void(std::size_t, std::size_t)>& f) { group_.for_each_node(f); }
+  template <class F>
+    requires std::invocable<F&, std::size_t, std::size_t>
+  void for_each_node(F&& f) {
+    group_.for_each_node(f);
+  }
   std::size_t workers() const noexcept { return group_.workers(); }
 
   /// Nodes run by this process (all of them unless a network placed a block here); the

@@ -9,7 +9,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
-#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -17,6 +17,21 @@
 namespace sparsepush {
 inline namespace v0 {
 namespace detail {
+
+/// A non-owning reference to a callable void(size_t, size_t): what a parallel loop hands its
+/// workers without allocating (a std::function of a lambda with more than two captures would).
+class index_function_ref {
+ public:
+  template <class F>
+  explicit index_function_ref(F& f) noexcept
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, std::size_t i, std::size_t w) { (*static_cast<F*>(o))(i, w); }) {}
+  void operator()(std::size_t i, std::size_t w) const { call_(obj_, i, w); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, std::size_t, std::size_t);
+};
 
 class thread_pool {
  public:
@@ -36,17 +51,27 @@ class thread_pool {
 
   std::size_t size() const noexcept { return workers_.size() + 1; }
 
-  void parallel_for(std::size_t n, const std::function<void(std::size_t)>& f) {
-    parallel_for_worker(n, [&f](std::size_t i, std::size_t) { f(i); });
+  /// Run f(i) for i in [0, n); f is called in place (no copy, no allocation).
+  template <class F>
+  void parallel_for(std::size_t n, F&& f) {
+    auto g = [&f](std::size_t i, std::size_t) { f(i); };
+    parallel_for_worker(n, g);
   }
 
   /// parallel_for where f(i, w) also gets the index w in [0, size()) of the thread running it
   /// (0: the caller), so that per-thread scratch can be owned by the caller and lent by index.
-  void parallel_for_worker(std::size_t n, const std::function<void(std::size_t, std::size_t)>& f) {
+  template <class F>
+  void parallel_for_worker(std::size_t n, F&& f) {
     if (workers_.empty() || n <= 1) {
-      for (std::size_t i = 0; i < n; ++i) f(i, 0);
+      for (std::size_t i = 0; i < n; ++i) f(i, std::size_t{0});
       return;
     }
+    const index_function_ref ref(f);
+    run_job(n, ref);
+  }
+
+ private:
+  void run_job(std::size_t n, const index_function_ref& f) {
     {
       std::lock_guard lock(mu_);
       job_ = &f;
@@ -64,7 +89,6 @@ class thread_pool {
     if (error_) std::rethrow_exception(error_);
   }
 
- private:
   void run_items(std::size_t worker) {
     for (std::size_t i; (i = next_.fetch_add(1)) < n_;) {
       try {
@@ -93,7 +117,7 @@ class thread_pool {
   std::vector<std::jthread> workers_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
+  const index_function_ref* job_ = nullptr;
   std::size_t n_ = 0;
   std::atomic<std::size_t> next_{0};
   std::size_t busy_ = 0;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -112,12 +113,14 @@ class push_sum_group {
     return out;
   }
 
-  /// Run f(i) for every node on the group's threads (f must only touch node i's data).
-  void for_each_node(const std::function<void(std::size_t)>& f) { pool_.parallel_for(nodes_.size(), f); }
-  /// Run f(i, w) for every node, w in [0, workers()) naming the thread, so that f can use one
-  /// scratch buffer per thread instead of one per node.
-  void for_each_node(const std::function<void(std::size_t, std::size_t)>& f) {
-    pool_.parallel_for_worker(nodes_.size(), f);
+  /// Run f(i) for every node on the group's threads (f must only touch node i's data), or f(i, w)
+  /// with w in [0, workers()) naming the thread, so that f can use one scratch buffer per thread
+  /// instead of one per node. f is called in place: nothing is copied or allocated.
+  template <class F>
+    requires std::invocable<F&, std::size_t> || std::invocable<F&, std::size_t, std::size_t>
+  void for_each_node(F&& f) {
+    if constexpr (std::invocable<F&, std::size_t, std::size_t>) pool_.parallel_for_worker(nodes_.size(), f);
+    else pool_.parallel_for(nodes_.size(), f);
   }
   /// Threads of the group (the calling thread included).
   std::size_t workers() const noexcept { return pool_.size(); }
@@ -222,6 +225,8 @@ class push_sum_group {
         nodes_[i].collect(ep, t, rows_[i]);
       }
     }
+    // every thread's block at its working size now, whichever nodes it happens to take
+    for (auto& b : blocks_) b.resize(std::min(d_, node_type::mix_block));
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
       nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]), blocks_[w]);
     });

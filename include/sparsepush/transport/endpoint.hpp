@@ -43,6 +43,9 @@ struct envelope {
 struct inbox {
   std::vector<envelope> envelopes;
   std::vector<message> decoded;
+  /// Buffers a decode parses into before it swaps them in (see decode()), so that decoding
+  /// allocates nothing in steady state.
+  message spare;
   /// The receiver's dimension: a decoded message of another dim is refused (0: any).
   std::uint32_t dim = 0;
 
@@ -52,6 +55,7 @@ struct inbox {
     std::size_t b = envelopes.capacity() * sizeof(envelope) + decoded.capacity() * sizeof(message);
     for (const auto& m : decoded)
       b += m.indices.capacity() * sizeof(std::uint32_t) + m.payload.capacity();
+    b += spare.indices.capacity() * sizeof(std::uint32_t) + spare.payload.capacity();
     return b;
   }
 };
@@ -202,6 +206,13 @@ struct envelope_header {
   double u = 1.0;
 };
 
+/// Bytes that the frame of any message with m's value count, value section and dimension fits
+/// in, whatever index encoding is chosen (automatic never picks one above raw u32): a buffer
+/// reserved to this bound is not outgrown by the next round's message of the same compressor.
+inline std::size_t frame_bound(const message& m) noexcept {
+  return envelope_header_bytes + message_header_bytes + (m.dense() ? 0 : 4 * std::size_t{m.count}) + m.payload.size();
+}
+
 /// Append the frame of one envelope (header, then encode(m)) to out.
 inline void encode_envelope(const envelope_header& h, const message& m, std::vector<std::byte>& out) {
   const std::size_t at = out.size();
@@ -217,7 +228,8 @@ inline void encode_envelope(const envelope_header& h, const message& m, std::vec
 /// Parse one envelope frame: the header is returned, the message is decoded (and fully
 /// validated) into m; with expected_dim (not 0) a message of another dim is refused. A share or
 /// weight that is not finite, or a short frame, is a decode_error.
-inline envelope_header decode_envelope(std::span<const std::byte> frame, message& m, std::uint32_t expected_dim = 0) {
+inline envelope_header decode_envelope(std::span<const std::byte> frame, message& m, std::uint32_t expected_dim = 0,
+                                       message* scratch = nullptr) {
   if (frame.size() < envelope_header_bytes)
     throw decode_error("envelope of " + std::to_string(frame.size()) + " bytes is shorter than its " +
                            std::to_string(envelope_header_bytes) + "-byte header",
@@ -228,7 +240,8 @@ inline envelope_header decode_envelope(std::span<const std::byte> frame, message
   if (!(std::isfinite(h.share) && h.share >= 0.0 && h.share <= 1.0))
     throw decode_error("envelope share is not in [0, 1]", 8);
   if (!(std::isfinite(h.u) && h.u > 0.0)) throw decode_error("envelope weight is not finite and positive", 16);
-  if (expected_dim) decode(frame.subspan(envelope_header_bytes), m, expected_dim);
+  if (expected_dim && scratch) decode(frame.subspan(envelope_header_bytes), m, expected_dim, *scratch);
+  else if (expected_dim) decode(frame.subspan(envelope_header_bytes), m, expected_dim);
   else decode(frame.subspan(envelope_header_bytes), m);
   return h;
 }

@@ -61,7 +61,7 @@ using loopback_endpoint = network_endpoint<loopback_network>;
 class loopback_network {
  public:
   explicit loopback_network(std::size_t n, loopback_options opt = {})
-      : opt_(opt), loss_{opt.drop_probability, opt.seed, n}, ledger_(n), boxes_(n) {
+      : opt_(opt), loss_{opt.drop_probability, opt.seed, n}, ledger_(n), boxes_(n), spare_(n) {
     loss_.validate();
     if (opt.timeout.count() <= 0) throw config_error("loopback timeout must be positive");
   }
@@ -91,12 +91,13 @@ class loopback_network {
     for (const auto& e : out) {
       if (e.to == from) continue;
       const bool dropped = loss_.lost(round, from, e.to);
-      pending p{round, from, e.share, u, dropped, &m, nullptr};
+      pending p{round, from, e.share, u, dropped, &m, {}};
       if (!dropped && opt_.mode == loopback_mode::encoded) {
-        auto frame = std::make_shared<std::vector<std::byte>>();
-        frame->reserve(bytes);
-        encode_envelope({from, round, e.share, u}, m, *frame);
-        p.frame = std::move(frame);
+        p.frame = spare_frame(from);
+        p.frame.clear();
+        // a reused frame of a message with as many values never grows
+        p.frame.reserve(std::max(bytes, frame_bound(m)));
+        encode_envelope({from, round, e.share, u}, m, p.frame);
       }
       ledger_.add(from, bytes);
       if (dropped) ledger_.drop(from);
@@ -119,8 +120,8 @@ class loopback_network {
     auto& mb = boxes_[to];
     std::size_t expected = 0;
     for (const auto& e : in) expected += e.from != to;
-    std::vector<pending> got;
-    got.reserve(expected);
+    std::vector<pending>& got = mb.got;  // only node `to` collects from its mailbox
+    got.clear();
     {
       std::unique_lock lock(mb.mu);
       auto have = [&] {
@@ -166,16 +167,17 @@ class loopback_network {
     for (const auto& p : got) live += !p.dropped;
     if (opt_.mode == loopback_mode::encoded && box.decoded.size() < live) box.decoded.resize(live);
     std::size_t k = 0;
-    for (const auto& p : got) {
+    for (auto& p : got) {
       if (p.dropped) continue;
       if (opt_.mode == loopback_mode::encoded) {
         message& m = box.decoded[k++];
-        const envelope_header h = decode_envelope(*p.frame, m, box.dim);
+        const envelope_header h = decode_envelope(p.frame, m, box.dim, box.dim ? &box.spare : nullptr);
         if (h.from != p.from || h.round != round)
           throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) +
                                 " decoded an envelope of node " + std::to_string(h.from) + ", round " +
                                 std::to_string(h.round) + " from node " + std::to_string(p.from));
         box.envelopes.push_back({h.from, h.share, h.u, &m});
+        return_frame(p.from, std::move(p.frame));
       } else {
         box.envelopes.push_back({p.from, p.share, p.u, p.msg});
       }
@@ -238,13 +240,28 @@ class loopback_network {
     double u = 1.0;
     bool dropped = false;
     const message* msg = nullptr;
-    std::shared_ptr<const std::vector<std::byte>> frame;
+    std::vector<std::byte> frame;  ///< the encoded envelope (encoded mode)
   };
   struct mailbox {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<pending> items;
+    std::vector<pending> got;  ///< collect()'s scratch, used by the receiver only
   };
+  /// A frame buffer of an earlier envelope of `from` (empty if none is free): frames circulate
+  /// from sender to receiver and back, so that steady-state rounds allocate none.
+  std::vector<std::byte> spare_frame(std::uint32_t from) {
+    std::lock_guard lock(frames_mu_);
+    auto& pool = spare_[from];
+    if (pool.empty()) return {};
+    std::vector<std::byte> f = std::move(pool.back());
+    pool.pop_back();
+    return f;
+  }
+  void return_frame(std::uint32_t from, std::vector<std::byte>&& f) {
+    std::lock_guard lock(frames_mu_);
+    spare_[from].push_back(std::move(f));
+  }
   void check_node(std::uint32_t node, const char* what) const {
     if (node >= num_nodes())
       throw config_error(std::string("loopback ") + what + ": node " + std::to_string(node) +
@@ -255,6 +272,8 @@ class loopback_network {
   loss_model loss_;
   byte_ledger ledger_;
   std::vector<mailbox> boxes_;
+  std::mutex frames_mu_;
+  std::vector<std::vector<std::vector<std::byte>>> spare_;  ///< free frames, by sender
   std::mutex trace_mu_;
   std::vector<delivery> trace_;
   std::vector<inbox> legacy_;  // deliver()'s decoded storage

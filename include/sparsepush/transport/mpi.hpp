@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -164,6 +163,7 @@ class mpi_network {
     progress_sends();
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
     const send* first_frame = nullptr;  // encode(m) once; further receivers copy the frame
+    sends_.reserve(sends_.size() + out.size());  // no reallocation while first_frame points in
     for (const auto& e : out)  // all edges first: a bad one sends and counts nothing
       if (e.to >= n_)
         throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
@@ -180,10 +180,11 @@ class mpi_network {
         continue;
       }
       send s;
+      s.frame = spare_frame();  // a completed send's buffer: no allocation in steady state
+      s.frame.reserve(frame_bound(m));
       if (first_frame) {
-        s.frame = first_frame->frame;
+        s.frame.assign(first_frame->frame.begin(), first_frame->frame.end());
       } else {
-        s.frame.reserve(bytes);
         s.frame.resize(envelope_header_bytes);
         encode(m, s.frame);
       }
@@ -208,12 +209,10 @@ class mpi_network {
   void collect(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in, inbox& box) {
     const auto t_start = clock::now();
     box.envelopes.clear();
-    struct want {
-      std::uint32_t from;
-      bool got = false;
-    };
-    std::vector<want> remote;
-    std::vector<const local_item*> locals;
+    auto& remote = want_;  // scratch kept between calls (collect runs on one thread)
+    auto& locals = locals_;
+    remote.clear();
+    locals.clear();
     auto& lbox = local_box_[to - first_];
     for (const auto& e : in) {
       if (e.from == to || loss_.lost(round, e.from, to)) continue;  // a lost envelope is not waited for
@@ -231,8 +230,8 @@ class mpi_network {
     }
     std::size_t missing = remote.size(), k = 0;
     if (box.decoded.size() < remote.size()) box.decoded.resize(remote.size());
-    std::vector<std::pair<std::uint32_t, envelope>> got;
-    got.reserve(remote.size() + locals.size());
+    auto& got = got_;
+    got.clear();
     const int my_tag = tag(round, to);
     double busy = 0;  // receiving and decoding, not waiting
     while (missing > 0) {
@@ -258,7 +257,7 @@ class mpi_network {
         message& m = box.decoded[k++];
         envelope_header h;
         try {
-          h = decode_envelope(rx_, m, box.dim);
+          h = decode_envelope(rx_, m, box.dim, box.dim ? &box.spare : nullptr);
         } catch (const decode_error& e) {
           throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) +
                                 " received a bad frame from rank " + std::to_string(src) + ": " + e.what());
@@ -385,8 +384,21 @@ class mpi_network {
       int done = 0;
       check(MPI_Test(&s.req, &done, MPI_STATUS_IGNORE), "MPI_Test", s.round, owner(s.to), -1, s.to);
     }
-    while (!sends_.empty() && sends_.front().req == MPI_REQUEST_NULL) sends_.pop_front();
-    if (sends_.size() > 64) std::erase_if(sends_, [](const send& s) { return s.req == MPI_REQUEST_NULL; });
+    // keep the order of the pending ones (finish() names the oldest); recycle the buffers
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < sends_.size(); ++i) {
+      if (sends_[i].req == MPI_REQUEST_NULL) spare_.push_back(std::move(sends_[i].frame));
+      else if (kept != i) sends_[kept++] = std::move(sends_[i]);
+      else ++kept;
+    }
+    sends_.resize(kept);
+  }
+  std::vector<std::byte> spare_frame() {
+    if (spare_.empty()) return {};
+    std::vector<std::byte> f = std::move(spare_.back());
+    spare_.pop_back();
+    f.clear();
+    return f;
   }
   void wait_for(MPI_Request& req, const char* what) {
     const auto t0 = clock::now();
@@ -409,8 +421,16 @@ class mpi_network {
   byte_ledger ledger_{0};
   loss_model loss_;
   std::vector<std::vector<local_item>> local_box_;
-  std::deque<send> sends_;
+  std::vector<send> sends_;  ///< in flight, oldest first (an MPI request keeps only its buffer's address)
+  std::vector<std::vector<std::byte>> spare_;  ///< buffers of completed sends, reused by post()
   std::vector<std::byte> rx_;
+  struct want {
+    std::uint32_t from;
+    bool got = false;
+  };
+  std::vector<want> want_;
+  std::vector<const local_item*> locals_;
+  std::vector<std::pair<std::uint32_t, envelope>> got_;
   mpi_timing timing_;
 };
 
