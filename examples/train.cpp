@@ -63,6 +63,7 @@ struct config {
   std::size_t threads = 2;
   std::uint32_t eval_every = 0;  // 0: about 10 evaluations a run
   std::size_t eval_samples = 2000;
+  std::size_t final_eval_samples = 0;  // 0: the whole test set
   std::string log, summary, plot;
   std::string data = sp::default_fashion_mnist_dir();
   double consensus_step = 0.5;  // CHOCO gamma_c
@@ -326,7 +327,7 @@ struct cluster {
 int main(int argc, char** argv) {
   config c;
   CLI::App app{"sparsepush-train: decentralized training on Fashion-MNIST with Sparse-Push, SCSP and baselines"};
-  app.add_option("--nodes", c.nodes, "number of nodes, 2 to 1024")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--nodes", c.nodes, "number of nodes, 2 to 4096")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--schedule", c.schedule,
                  "communication schedule: directed-ring, undirected-ring, torus:RxC, complete, time-varying-ring[:hops], "
                  "alternating-ring, exponential[:K], bidirectional-exponential, erdos-renyi:P, random:K "
@@ -355,6 +356,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of data partition, init, batches and compressors")->capture_default_str();
   app.add_option("--threads", c.threads, "worker threads (results do not depend on it)")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--eval-every", c.eval_every, "rounds between evaluations (0: about 10 a run)");
+  app.add_option("--final-eval-samples", c.final_eval_samples,
+                 "test images used by the final evaluation (0: all of them; fewer keeps very large runs short)")
+      ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
   app.add_option("--eval-samples", c.eval_samples, "test images used by periodic evaluations (the final one uses all)")
       ->check(CLI::Range(1, 10000))->capture_default_str();
   app.add_option("--log", c.log, "CSV log file");
@@ -871,7 +876,10 @@ int main(int argc, char** argv) {
         const bool eval_now = (t + 1) % eval_every == 0 || last;
         if (eval_now) {
           double divergence = 0.0;
-          ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count), divergence);
+          ev = evaluate(alg,
+                        last ? (c.final_eval_samples ? std::min<std::size_t>(c.final_eval_samples, fm.test.count) : fm.test.count)
+                             : std::min<std::size_t>(c.eval_samples, fm.test.count),
+                        divergence);
           rep = report(alg, t, divergence);
           bytes_now = rep.bytes_sent;
           const bool drifted = !std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6;
