@@ -192,7 +192,7 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
   const std::size_t d = x.size();
   constexpr std::size_t block = 16;
   // Sample m = hits * d / k elements (whole blocks); worth it only while m is a small part of d
-  // and the candidates (about 1.6 k) stay few.
+  // and the candidates (about k (1 + 4 / sqrt(hits))) stay few.
   const std::size_t hits = top_k_sample_hits(k);
   const std::size_t m_want = (hits * d + k - 1) / k;
   if (d <= top_k_small_d || k * 32 > d || m_want * 8 > d) {
