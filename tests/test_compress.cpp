@@ -476,16 +476,17 @@ TEST_CASE("workspace capacity grows with use and is reported in bytes", "[compre
   const auto v = test::gaussian<float>(100000, 1);
   message m;
   top_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
-  // sampled path at d = 1e5, k = 1%: sample keys, and candidate buffers of 2k + 4096
+  // sampled path at d = 1e5, k = 1%: sample keys, a histogram, candidate buffers of 2k + 4096
   REQUIRE(ws.sel.capacity() >= 2 * 1000 + 4096);
   REQUIRE(ws.ckeys.capacity() >= 2 * 1000 + 4096);
-  REQUIRE(ws.capacity_bytes() == ws.keys.capacity() * 4 + ws.sel.capacity() * 4 + ws.ckeys.capacity() * 4);
-  const std::size_t after_sampled = ws.capacity_bytes();
+  REQUIRE(ws.capacity_bytes() == ws.keys.capacity() * 4 + ws.sel.capacity() * 4 + ws.ckeys.capacity() * 4 +
+                                     ws.hist.capacity() * 4);
   // histogram path at d = 1e5, k = 10%: 2 x 2^12 bins of u32 at least
   top_k{k_spec::fraction(0.1)}.compress(std::span<const float>(v), m, {}, ws);
   REQUIRE(ws.hist.capacity() >= 2 * (std::size_t{1} << detail::top_k_hist_bits_for(100000)));
   const std::size_t after_top_k = ws.capacity_bytes();
-  REQUIRE(after_top_k == after_sampled + ws.hist.capacity() * 4 + ws.cand.capacity() * sizeof(ws.cand[0]) +
+  REQUIRE(after_top_k == ws.keys.capacity() * 4 + ws.sel.capacity() * 4 + ws.ckeys.capacity() * 4 +
+                             ws.hist.capacity() * 4 + ws.cand.capacity() * sizeof(ws.cand[0]) +
                              ws.chosen.capacity() * 4);
   random_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
   REQUIRE(ws.taken.capacity() >= 100000 / 64);

@@ -214,10 +214,24 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
       keys[b * block + j] = key_of(v);
     }
   }
+  // The threshold: the lower edge of the histogram bin (key >> shift, 2^10..2^16 bins as the
+  // radix path's) that holds the sample's r-th largest key; at most the r-th largest, so at least
+  // as many candidates as that estimate asks for, found in O(m) rather than an nth_element.
   const std::size_t r = std::min(m, top_k_threshold_rank(hits));
-  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r - 1), keys.end(), std::greater<K>{});
-  const K thr = std::min<K>(keys[r - 1], inf_key<T>);  // a NaN in the sample is caught by the scan
-  if (thr == 0) {  // over hits + 4 sqrt(hits) of the sample are zero: not a sparse-enough case
+  const unsigned hb = top_k_hist_bits_for(d);
+  const unsigned sample_shift = sizeof(T) * 8 - 1 - hb;
+  auto& hist = ws.hist;
+  hist.assign(std::size_t{1} << hb, 0);
+  K top = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    const K key = std::min<K>(keys[j], inf_key<T>);  // a NaN in the sample is caught by the scan
+    top = std::max(top, key);
+    ++hist[static_cast<std::size_t>(key >> sample_shift)];
+  }
+  std::size_t bin = static_cast<std::size_t>(top >> sample_shift);
+  for (std::size_t seen = hist[bin]; seen < r && bin > 0;) seen += hist[--bin];
+  const K thr = static_cast<K>(K(bin) << sample_shift);
+  if (thr == 0) {  // over hits + 4 sqrt(hits) of the sample are (near) zero: not a sparse case
     top_k_indices_radix<T, Feedback>(x, e, k, out, ctx, ws);
     return;
   }
@@ -239,12 +253,23 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
     }
   }
 
-  // The k-th largest candidate key; take every candidate above it and, in index order, as many
-  // of those equal to it as fill k. The candidates are in ascending index order already.
+  // The k-th largest candidate key: a histogram of (key - thr) finds the bin that holds
+  // it, an nth_element over that bin's keys finishes. Then every candidate above it is taken and,
+  // in index order, as many of those equal to it as fill k. The candidates are in ascending index
+  // order already.
   const std::size_t c = found.count;
-  keys.assign(ck.begin(), ck.begin() + static_cast<std::ptrdiff_t>(c));
-  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k - 1), keys.end(), std::greater<K>{});
-  const K kth = keys[k - 1];
+  const K span = std::min<K>(found.max_key, inf_key<T>) - thr;
+  const unsigned cshift = std::bit_width(span) > hb ? static_cast<unsigned>(std::bit_width(span)) - hb : 0u;
+  hist.assign(std::size_t{1} << hb, 0);
+  for (std::size_t j = 0; j < c; ++j) ++hist[static_cast<std::size_t>((ck[j] - thr) >> cshift)];
+  std::size_t cbin = static_cast<std::size_t>(span >> cshift), higher = 0;
+  while (higher + hist[cbin] < k) higher += hist[cbin--];  // the k candidates fit above bin 0's floor
+  keys.clear();
+  for (std::size_t j = 0; j < c; ++j)
+    if (static_cast<std::size_t>((ck[j] - thr) >> cshift) == cbin) keys.push_back(ck[j]);
+  const std::size_t nth = k - higher;  // 1-based rank of the k-th key inside its bin
+  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(nth - 1), keys.end(), std::greater<K>{});
+  const K kth = keys[nth - 1];
   std::size_t above = 0;
   for (std::size_t j = 0; j < c; ++j) above += ck[j] > kth;
   std::size_t ties = k - above;

@@ -226,17 +226,16 @@ template <bool Feedback>
 SPARSEPUSH_TARGET_AVX2 inline void scan_candidates_avx2(const double* x, const double* e, std::size_t d,
                                                         std::uint64_t thr, std::uint64_t* ck, std::uint32_t* ci,
                                                         std::size_t cap, scan_result<std::uint64_t>& r) noexcept {
-  // keys are below 2^63: signed compares; NaN/Inf is key > inf - 1
+  // keys are below 2^63 (NaN's too): signed compares order them
   const __m256i t = _mm256_set1_epi64x(static_cast<long long>(thr - 1));
-  const __m256i inf = _mm256_set1_epi64x(0x7FEFFFFFFFFFFFFFll);
   const __m256i absm = _mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll);
-  __m256i bad = _mm256_setzero_si256();
+  __m256i mx = _mm256_setzero_si256();
   std::size_t n = 0, i = 0;
   for (; i + 4 <= d; i += 4) {
     __m256d v = _mm256_loadu_pd(x + i);
     if constexpr (Feedback) v = _mm256_add_pd(v, _mm256_loadu_pd(e + i));
     const __m256i k = _mm256_and_si256(_mm256_castpd_si256(v), absm);
-    bad = _mm256_or_si256(bad, _mm256_cmpgt_epi64(k, inf));
+    mx = _mm256_blendv_epi8(mx, k, _mm256_cmpgt_epi64(k, mx));
     const unsigned m = static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(k, t))));
     if (m != 0) [[unlikely]] {
       if (n + 4 > cap) {
@@ -253,9 +252,12 @@ SPARSEPUSH_TARGET_AVX2 inline void scan_candidates_avx2(const double* x, const d
       }
     }
   }
+  alignas(32) std::uint64_t m4[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(m4), mx);
+  std::uint64_t m = 0;
+  for (const std::uint64_t w : m4) m = w > m ? w : m;
   r.count = n;
-  // the exact maximum is not needed, only whether it reached +Inf's key
-  r.max_key = _mm256_testz_si256(bad, bad) ? 0 : 0x7FF0000000000000ull;
+  r.max_key = m;
   scan_candidates_scalar<double, Feedback>(x, e, i, d, thr, ck, ci, cap, r);
 }
 
