@@ -476,10 +476,18 @@ TEST_CASE("workspace capacity grows with use and is reported in bytes", "[compre
   const auto v = test::gaussian<float>(100000, 1);
   message m;
   top_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
-  const std::size_t after_top_k = ws.capacity_bytes();
-  // histogram path at d = 1e5: 2 x 2^12 bins of u32 at least
+  // sampled path at d = 1e5, k = 1%: sample keys, a histogram, candidate buffers of 2k + 4096
+  REQUIRE(ws.sel.capacity() >= 2 * 1000 + 4096);
+  REQUIRE(ws.ckeys.capacity() >= 2 * 1000 + 4096);
+  REQUIRE(ws.capacity_bytes() == ws.keys.capacity() * 4 + ws.sel.capacity() * 4 + ws.ckeys.capacity() * 4 +
+                                     ws.hist.capacity() * 4);
+  // histogram path at d = 1e5, k = 10%: 2 x 2^12 bins of u32 at least
+  top_k{k_spec::fraction(0.1)}.compress(std::span<const float>(v), m, {}, ws);
   REQUIRE(ws.hist.capacity() >= 2 * (std::size_t{1} << detail::top_k_hist_bits_for(100000)));
-  REQUIRE(after_top_k == ws.hist.capacity() * 4 + ws.cand.capacity() * sizeof(ws.cand[0]) + ws.chosen.capacity() * 4);
+  const std::size_t after_top_k = ws.capacity_bytes();
+  REQUIRE(after_top_k == ws.keys.capacity() * 4 + ws.sel.capacity() * 4 + ws.ckeys.capacity() * 4 +
+                             ws.hist.capacity() * 4 + ws.cand.capacity() * sizeof(ws.cand[0]) +
+                             ws.chosen.capacity() * 4);
   random_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
   REQUIRE(ws.taken.capacity() >= 100000 / 64);
   REQUIRE(ws.capacity_bytes() == after_top_k + ws.taken.capacity() * 8);
@@ -488,10 +496,19 @@ TEST_CASE("workspace capacity grows with use and is reported in bytes", "[compre
   compress_with_feedback<float>(qsgd{4}, v, e, m, {}, ws);
   REQUIRE(ws.v.capacity() >= 100000);
   REQUIRE(ws.capacity_bytes() >= after_top_k + 100000 * sizeof(float));
-  // reuse at the same size allocates nothing more
+  // reuse at the same size allocates nothing more (sign swaps its buffer with the message's
+  // payload, so the cycle runs twice before both buffers have their final size)
+  auto cycle = [&] {
+    top_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
+    top_k{k_spec::fraction(0.1)}.compress(std::span<const float>(v), m, {}, ws);
+    compress_with_feedback<float>(qsgd{4}, v, e, m, {}, ws);
+    compress_with_feedback<float>(top_k{k_spec::fraction(0.01)}, v, e, m, {}, ws);
+    scaled_sign{}.compress(std::span<const float>(v), m, {}, ws);
+  };
+  cycle();
+  cycle();
   const std::size_t settled = ws.capacity_bytes();
-  top_k{k_spec::fraction(0.01)}.compress(std::span<const float>(v), m, {}, ws);
-  compress_with_feedback<float>(qsgd{4}, v, e, m, {}, ws);
+  cycle();
   REQUIRE(ws.capacity_bytes() == settled);
 }
 

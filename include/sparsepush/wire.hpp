@@ -29,6 +29,7 @@
 #include "detail/crc32.hpp"
 #include "detail/float_codec.hpp"
 #include "detail/philox.hpp"
+#include "detail/value_kernels.hpp"
 #include "tensor.hpp"
 
 namespace sparsepush {
@@ -484,18 +485,23 @@ T read_i8(const std::byte* p, std::size_t j, float scale) noexcept {
   return q;
 }
 
-// sign: s = (sum |v|) / n (as fp32), bit j set when v_j < 0, q = s * sign(v) with sign(0) = +.
+// sign: s = (sum |v|) / n (as fp32; the sum in double as value_kernels.hpp's lane_sum), bit j set
+// when v_j < 0, q = s * sign(v) with sign(0) = +.
 template <tensor_element T, class Get>
 float write_sign(std::byte* p, std::size_t n, Get&& v_at) noexcept {
-  double l1 = 0;
-  for (std::size_t j = 0; j < n; ++j) l1 += std::abs(static_cast<double>(v_at(j)));
+  double lanes[sum_lanes] = {};
+  lane_sum_scalar(0, n, lanes, [&v_at](std::size_t j) { return std::abs(static_cast<double>(v_at(j))); });
+  const double l1 = combine_lanes(lanes);
   const float scale = n ? to_float_saturating(l1 / static_cast<double>(n)) : 0.0f;
-  for (std::size_t j8 = 0; j8 < n; j8 += 8) {  // one byte of sign bits at a time, no branch
-    unsigned byte = 0;
-    const std::size_t end = std::min(n, j8 + 8);
-    for (std::size_t j = j8; j < end; ++j) byte |= static_cast<unsigned>(v_at(j) < T(0)) << (j - j8);
-    p[j8 >> 3] = std::byte(static_cast<std::uint8_t>(byte));
-  }
+  sign_bits_scalar<T>(0, n, v_at, p);
+  return scale;
+}
+/// write_sign of the contiguous v[0, n), with the vector kernels where there are some, given
+/// l1 = lane_sum_dense<T, false>(v, n).
+template <tensor_element T>
+float write_sign_dense(std::byte* p, std::size_t n, const T* v, double l1) noexcept {
+  const float scale = n ? to_float_saturating(l1 / static_cast<double>(n)) : 0.0f;
+  sign_bits_dense<T>(v, n, p);
   return scale;
 }
 template <tensor_element T>
@@ -503,50 +509,93 @@ T read_sign(const std::byte* p, std::size_t j, float scale) noexcept {
   return ((std::to_integer<unsigned>(p[j >> 3]) >> (j & 7)) & 1u) ? -static_cast<T>(scale) : static_cast<T>(scale);
 }
 
-// qsgd: nrm = ||v||_2 (as fp32), l = floor(|v| (s / nrm) + xi) in [0, s], xi ~ U[0, 1) from the
-// counter-based stream keyed by ctx at the value's coordinate index_at(j); code = l << 1 | sign.
+// qsgd: nrm = ||v||_2 (as fp32; the sum of squares in double as value_kernels.hpp's lane_sum),
+// l = floor(|v| (s / nrm) + xi) in [0, s], xi ~ U[0, 1) from the counter-based stream keyed by
+// ctx at the value's coordinate index_at(j); code = l << 1 | sign.
+
+/// The settings of one message's QSGD codes.
+template <tensor_element T>
+struct qsgd_params {
+  T nrm, s, to_level;
+  bool tiny_norm;  // float: s / nrm overflows when nrm < s / FLT_MAX
+  unsigned bits;
+
+  qsgd_params(float scale, std::uint16_t levels) noexcept
+      : nrm(static_cast<T>(scale)),
+        s(static_cast<T>(levels)),
+        to_level(s / nrm),
+        tiny_norm(!std::isfinite(to_level)),
+        bits(qsgd_code_bits(levels)) {}
+
+  /// The code of value v with random word w.
+  std::uint64_t code(T v, std::uint32_t w) const noexcept {
+    T r = tiny_norm ? std::abs(v) / nrm * s : std::abs(v) * to_level;  // 0 * inf would be NaN
+    keep_rounded(r);
+    T level = std::floor(r);
+    level += static_cast<T>(static_cast<T>(unit_interval(w)) < r - level);
+    level = std::min(level, s);
+    return (static_cast<std::uint64_t>(level) << 1) | (v < T(0) ? 1u : 0u);
+  }
+};
+
 template <tensor_element T, class Get, class At>
 float write_qsgd(std::byte* p, std::size_t n, std::uint16_t levels, Get&& v_at, At&& index_at,
                  const context& ctx) noexcept {
-  double sq = 0;
-  for (std::size_t j = 0; j < n; ++j) {
+  double lanes[sum_lanes] = {};
+  lane_sum_scalar(0, n, lanes, [&v_at](std::size_t j) {
     const double v = static_cast<double>(v_at(j));
-    sq += v * v;
-  }
-  const float scale = to_float_saturating(std::sqrt(sq));
-  const T nrm = static_cast<T>(scale);
-  if (!(nrm > T(0))) return scale;
-  const unsigned bits = qsgd_code_bits(levels);
-  const T s = static_cast<T>(levels);
-  const T to_level = s / nrm;
-  const bool tiny_norm = !std::isfinite(to_level);  // float: s / nrm overflows when nrm < s / FLT_MAX
+    return v * v;
+  });
+  const float scale = to_float_saturating(std::sqrt(combine_lanes(lanes)));
+  if (!(static_cast<T>(scale) > T(0))) return scale;
+  const qsgd_params<T> q(scale, levels);
   const counter_rng rng(ctx.seed, ctx.node, ctx.round, rng_stream::qsgd);
   std::uint32_t cached_block = 0xFFFFFFFFu;
   philox_counter words{};
-  std::uint64_t acc = 0;  // bit accumulator, LSB first
-  unsigned held = 0;
-  std::size_t out = 0;
+  bit_writer out{0, 0, p};
   for (std::size_t j = 0; j < n; ++j) {
     const std::uint32_t at = index_at(j);
     if ((at >> 2) != cached_block) {
       cached_block = at >> 2;
       words = rng.block(cached_block);
     }
-    const T v = v_at(j);
-    const T r = tiny_norm ? std::abs(v) / nrm * s : std::abs(v) * to_level;  // 0 * inf would be NaN
-    T level = std::floor(r);
-    level += static_cast<T>(static_cast<T>(unit_interval(words[at & 3])) < r - level);
-    level = std::min(level, s);
-    const std::uint64_t code = (static_cast<std::uint64_t>(level) << 1) | (v < T(0) ? 1u : 0u);
-    acc |= code << held;
-    held += bits;
-    while (held >= 8) {
-      p[out++] = std::byte(static_cast<std::uint8_t>(acc));
-      acc >>= 8;
-      held -= 8;
+    out.put(q.code(v_at(j), words[at & 3]), q.bits);
+  }
+  out.flush();
+  return scale;
+}
+
+/// write_qsgd of the contiguous v[0, n) (value j at coordinate j), with the vector kernels where
+/// there are some, given sq = lane_sum_dense<T, true>(v, n); `bytes` is the size of p.
+template <tensor_element T>
+float write_qsgd_dense(std::byte* p, std::size_t bytes, std::size_t n, std::uint16_t levels, const T* v,
+                       double sq, const context& ctx) noexcept {
+  const float scale = to_float_saturating(std::sqrt(sq));
+  if (!(static_cast<T>(scale) > T(0))) return scale;
+  const qsgd_params<T> q(scale, levels);
+  const counter_rng rng(ctx.seed, ctx.node, ctx.round, rng_stream::qsgd);
+  bit_writer out{0, 0, p};
+  std::size_t j = 0;
+#if SPARSEPUSH_X86_SIMD
+  if constexpr (sizeof(T) == 4) {
+    const simd_level l = active_simd();
+    if (l != simd_level::scalar && !q.tiny_norm && q.bits <= 14) {
+      std::size_t n64 = n / 64 * 64;  // the wide stores need 8 bytes past the last full code
+      while (n64 > 0 && n64 * q.bits / 8 + 8 > bytes) n64 -= 64;
+      if (l == simd_level::avx512) qsgd_dense_f32_simd<simd_level::avx512>(v, n64, rng, q.to_level, q.s, q.bits, out);
+      else qsgd_dense_f32_simd<simd_level::avx2>(v, n64, rng, q.to_level, q.s, q.bits, out);
+      j = n64;  // 64 codes are 8 bits whole bytes: the writer holds no pending bits here
     }
   }
-  if (held > 0) p[out] = std::byte(static_cast<std::uint8_t>(acc));
+#endif
+  philox_counter words{};
+  if (j % 4) words = rng.block(static_cast<std::uint32_t>(j >> 2));
+  for (; j < n; ++j) {
+    if ((j & 3) == 0) words = rng.block(static_cast<std::uint32_t>(j >> 2));
+    out.put(q.code(v[j], words[j & 3]), q.bits);
+  }
+  out.flush();
+  (void)bytes;  // used by the vector path only
   return scale;
 }
 template <tensor_element T>

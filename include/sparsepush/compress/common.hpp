@@ -148,6 +148,30 @@ void compress_dense(std::span<const T> v, const value_codec& codec, message& m,
   encode_values<T>(codec, [v](std::size_t j) { return v[j]; }, m, ctx);
 }
 
+/// Fill m as a dense message of sign (Square = false) or QSGD (Square = true) values over the
+/// finite v, given sum = lane_sum_dense<T, Square>(v): the vector kernels of value_kernels.hpp.
+template <tensor_element T, bool Square>
+void compress_dense_sum(std::span<const T> v, double sum, std::uint16_t levels, message& m, const context& ctx) {
+  m.dim = static_cast<std::uint32_t>(v.size());
+  m.count = m.dim;
+  m.index_enc = wire_indices::dense;
+  m.indices.clear();
+  m.value_enc = Square ? wire_values::qsgd : wire_values::sign;
+  m.levels = Square ? levels : 0;
+  m.payload.assign(payload_bytes(m.value_enc, m.levels, m.count), std::byte{0});
+  if constexpr (Square) m.scale = write_qsgd_dense<T>(m.payload.data(), m.payload.size(), v.size(), levels, v.data(), sum, ctx);
+  else m.scale = write_sign_dense<T>(m.payload.data(), v.size(), v.data(), sum);
+}
+
+/// lane_sum_dense<T, Square>(v), which is finite exactly when every v is (for float; for double
+/// a sum of finite values can overflow): a NaN/Inf is reported as check_finite does.
+template <tensor_element T, bool Square>
+double checked_sum(std::span<const T> v, const context& ctx) {
+  const double sum = lane_sum_dense<T, Square>(v.data(), v.size());
+  if (!std::isfinite(sum)) check_finite(v, ctx);
+  return sum;
+}
+
 /// Fill m's values from v at m.indices, each times `factor`.
 template <tensor_element T>
 void compress_selected(std::span<const T> v, const value_codec& codec, T factor, message& m,

@@ -21,8 +21,8 @@ struct qsgd {
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     validate(v.size(), ctx);
-    detail::check_finite(v, ctx);
-    detail::compress_dense(v, codec(), out, ctx);
+    const double sq = detail::checked_sum<T, true>(v, ctx);  // the NaN/Inf check and ||v||^2 in one pass
+    detail::compress_dense_sum<T, true>(v, sq, levels, out, ctx);
   }
 
   /// Needs no scratch; the overload exists so that every built-in takes a workspace.

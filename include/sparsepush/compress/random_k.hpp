@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../detail/philox.hpp"
+#include "../detail/value_kernels.hpp"
 #include "common.hpp"
 
 namespace sparsepush {
@@ -30,10 +31,19 @@ inline void random_indices(std::size_t d, std::size_t k, const context& ctx,
     taken[i >> 6] |= bit;
     return was;
   };
-  for (std::size_t j = d - k; j < d; ++j) {
-    const auto jj = static_cast<std::uint32_t>(j);
-    const std::uint32_t t = rng.uniform_int(jj, jj);
-    out.push_back(test_and_set(t) ? (test_and_set(jj), jj) : t);
+  // draw j is rng.uniform_int(j, j); the Philox blocks of 64 draws are generated at once (vector
+  // kernels, value_kernels.hpp), the same words as one block() call each
+  constexpr std::size_t batch = 64;
+  std::uint32_t words[4 * batch];
+  for (std::size_t j0 = d - k; j0 < d; j0 += batch) {
+    const std::size_t nb = std::min(batch, d - j0);
+    philox_fill(rng, static_cast<std::uint32_t>(j0), nb, words);
+    for (std::size_t b = 0; b < nb; ++b) {
+      const auto jj = static_cast<std::uint32_t>(j0 + b);
+      const std::uint64_t x = (std::uint64_t{words[4 * b]} << 32) | words[4 * b + 1];
+      const std::uint32_t t = counter_rng::scale_to(x, jj);
+      out.push_back(test_and_set(t) ? (test_and_set(jj), jj) : t);
+    }
   }
   if (k * 64 < d) {  // sparse: sort the draws, clear only their words
     for (std::uint32_t i : out) taken[i >> 6] = 0;

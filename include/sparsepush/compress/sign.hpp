@@ -14,15 +14,28 @@ struct scaled_sign {
 
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    validate(v.size(), ctx);
-    detail::check_finite(v, ctx);
-    detail::compress_dense(v, value_codec{value_encoding::sign, 0}, out, ctx);
+    compress_workspace<T> ws;
+    compress(v, out, ctx, ws);
   }
 
-  /// Needs no scratch; the overload exists so that every built-in takes a workspace.
+  /// One pass over v computes ||v||_1 (finite exactly when every v is, for float) and packs the
+  /// sign bits into ws.bytes, which becomes the payload (swapped, so no copy and, once both
+  /// buffers have grown, no allocation) only once v is known finite.
   template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>&) const {
-    compress(v, out, ctx);
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
+    validate(v.size(), ctx);
+    const std::size_t n = v.size();
+    ws.bytes.assign(payload_bytes(wire_values::sign, 0, n), std::byte{0});
+    const double l1 = detail::abs_sum_and_sign_bits<T>(v.data(), n, ws.bytes.data());
+    if (!std::isfinite(l1)) detail::check_finite(v, ctx);  // names the first NaN/Inf
+    out.dim = static_cast<std::uint32_t>(n);
+    out.count = out.dim;
+    out.index_enc = wire_indices::dense;
+    out.indices.clear();
+    out.value_enc = wire_values::sign;
+    out.levels = 0;
+    out.scale = detail::to_float_saturating(l1 / static_cast<double>(n));
+    out.payload.swap(ws.bytes);
   }
 };
 

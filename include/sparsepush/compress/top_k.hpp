@@ -1,17 +1,26 @@
 // sparsepush/compress/top_k.hpp: exact top-K by magnitude; ties go to the lower index.
-// Contraction: ||C(v) - v||^2 <= (1 - k/d) ||v||^2. Selection is a radix select on the bit
-// pattern of |v| (monotone in |v| for IEEE floats): pass 1 builds a histogram (2^10..2^16 bins) of
-// the top key bits and detects NaN/Inf, pass 2 collects the indices above the boundary bin and the
-// candidates inside it; an O(candidates) nth_element finishes. With error feedback, pass 1 reads
-// v = x + e on the fly and pass 2 writes e = v, so v is never materialised separately.
+// Contraction: ||C(v) - v||^2 <= (1 - k/d) ||v||^2. Selection works on the bit pattern of |v|
+// (the magnitude key, monotone in |v| for IEEE floats). Main path (k <= d/32): a deterministic
+// sample (blocks of 16 contiguous elements at evenly spaced positions) estimates a threshold a bit
+// below the k-th largest key; ONE streaming pass (SIMD, detail/candidate_scan.hpp) computes the keys
+// of v = x (+ e), detects NaN/Inf and keeps the (key, index) of every element above the threshold;
+// an exact selection over those few candidates finishes. When the sample misleads (fewer than k
+// candidates, or more than the buffer holds), or k > d/32, a 2-pass radix select runs instead:
+// pass 1 builds a histogram (2^10..2^16 bins) of the top key bits, pass 2 collects the indices
+// above the boundary bin and the candidates inside it. Both give the same, exact result.
+// With error feedback, selection only reads x and e; e = x + e is written afterwards, so a throw
+// leaves e untouched.
 #pragma once
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
+#include "../detail/candidate_scan.hpp"
 #include "common.hpp"
 
 namespace sparsepush {
@@ -46,11 +55,11 @@ constexpr bool select_before(const std::pair<K, std::uint32_t>& a,
   return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
-/// Indices (ascending) of the k largest |v|, v = x (+ e when Feedback), using ws.hist, ws.cand
-/// and ws.chosen. With Feedback, e is overwritten by v, but only after every element was checked
-/// finite.
+/// The radix path of top_k_indices: indices (ascending) of the k largest |v|, v = x (+ e when
+/// Feedback), using ws.hist, ws.cand and ws.chosen. With Feedback, e is overwritten by v, but only
+/// after every element was checked finite.
 template <tensor_element T, bool Feedback>
-void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vector<std::uint32_t>& out,
+void top_k_indices_radix(std::span<const T> x, std::span<T> e, std::size_t k, std::vector<std::uint32_t>& out,
                    const context& ctx, compress_workspace<T>& ws) {
   using K = magnitude_key<T>;
   const std::size_t d = x.size();
@@ -152,6 +161,139 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
   while (a < above && c < need) out[o++] = defp[a] < candp[c].second ? defp[a++] : candp[c++].second;
   while (a < above) out[o++] = defp[a++];
   while (c < need) out[o++] = candp[c++].second;
+}
+
+/// Expected sampled elements above the k-th largest key: about k / 128 (the sample is then about
+/// d / 128 elements), at least 64 and at most 4096. The threshold is the sample's
+/// (hits + 4 sqrt(hits) + 4)-th largest key, so about k (1 + 4 / sqrt(hits)) elements pass it
+/// (1.5 k at 64 hits, 1.06 k at 4096) and fewer than k do with probability ~1e-4 (then the radix
+/// path runs).
+constexpr std::size_t top_k_sample_hits(std::size_t k) noexcept {
+  return std::clamp<std::size_t>(k / 128, 64, 4096);
+}
+
+/// Sample rank of the threshold for `hits` expected hits: hits + 4 sqrt(hits) + 4.
+constexpr std::size_t top_k_threshold_rank(std::size_t hits) noexcept {
+  std::size_t s = 0;
+  while ((s + 1) * (s + 1) <= hits) ++s;
+  return hits + 4 * s + 4;
+}
+
+/// Candidate buffer for k: room for the expected k (1 + 4 / sqrt(hits)) with a wide margin.
+constexpr std::size_t top_k_candidate_cap(std::size_t k) noexcept { return 2 * k + 4096; }
+
+/// Indices (ascending) of the k largest |v|, v = x (+ e when Feedback): exact, ties to the lower
+/// index. Uses ws.keys, ws.ckeys, ws.sel (sampled path) or ws.hist, ws.cand, ws.chosen (radix
+/// path). With Feedback, e ends as v = x + e, written only after every element was checked finite.
+template <tensor_element T, bool Feedback>
+void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vector<std::uint32_t>& out,
+                   const context& ctx, compress_workspace<T>& ws) {
+  using K = magnitude_key<T>;
+  const std::size_t d = x.size();
+  constexpr std::size_t block = 16;
+  // Sample m = hits * d / k elements (whole blocks); worth it only while m is a small part of d
+  // and the candidates (about k (1 + 4 / sqrt(hits))) stay few.
+  const std::size_t hits = top_k_sample_hits(k);
+  const std::size_t m_want = (hits * d + k - 1) / k;
+  if (d <= top_k_small_d || k * 32 > d || m_want * 8 > d) {
+    top_k_indices_radix<T, Feedback>(x, e, k, out, ctx, ws);
+    return;
+  }
+  const std::size_t blocks = (m_want + block - 1) / block;
+  const std::size_t m = blocks * block;
+  const std::size_t stride = d / blocks;  // >= 8 * block
+  const T* xp = x.data();
+  const T* ep = Feedback ? e.data() : nullptr;
+  auto& keys = ws.keys;
+  keys.resize(m);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t at = b * stride + (stride - block) / 2;
+    for (std::size_t j = 0; j < block; ++j) {
+      T v = xp[at + j];
+      if constexpr (Feedback) v = xp[at + j] + ep[at + j];
+      keys[b * block + j] = key_of(v);
+    }
+  }
+  // The threshold: the lower edge of the histogram bin (key >> shift, 2^10..2^16 bins as the
+  // radix path's) that holds the sample's r-th largest key; at most the r-th largest, so at least
+  // as many candidates as that estimate asks for, found in O(m) rather than an nth_element.
+  const std::size_t r = std::min(m, top_k_threshold_rank(hits));
+  const unsigned hb = top_k_hist_bits_for(d);
+  const unsigned sample_shift = sizeof(T) * 8 - 1 - hb;
+  auto& hist = ws.hist;
+  hist.assign(std::size_t{1} << hb, 0);
+  K top = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    const K key = std::min<K>(keys[j], inf_key<T>);  // a NaN in the sample is caught by the scan
+    top = std::max(top, key);
+    ++hist[static_cast<std::size_t>(key >> sample_shift)];
+  }
+  std::size_t bin = static_cast<std::size_t>(top >> sample_shift);
+  for (std::size_t seen = hist[bin]; seen < r && bin > 0;) seen += hist[--bin];
+  const K thr = static_cast<K>(K(bin) << sample_shift);
+  if (thr == 0) {  // over hits + 4 sqrt(hits) of the sample are (near) zero: not a sparse case
+    top_k_indices_radix<T, Feedback>(x, e, k, out, ctx, ws);
+    return;
+  }
+
+  const std::size_t cap = top_k_candidate_cap(k);
+  auto& ck = ws.ckeys;
+  auto& ci = ws.sel;
+  if (ck.size() < cap) ck.resize(cap);
+  if (ci.size() < cap) ci.resize(cap);
+  const scan_result<K> found = scan_candidates<T, Feedback, K>(xp, ep, d, thr, ck.data(), ci.data(), cap);
+  if (found.overflow || found.count < k) {
+    top_k_indices_radix<T, Feedback>(x, e, k, out, ctx, ws);
+    return;
+  }
+  if (found.max_key >= inf_key<T>) {
+    for (std::size_t i = 0; i < d; ++i) {
+      const T v = Feedback ? T(xp[i] + ep[i]) : xp[i];
+      if (!std::isfinite(v)) throw_non_finite(static_cast<double>(v), i, ctx, Feedback ? "x + e" : "input");
+    }
+  }
+
+  // The k-th largest candidate key: a histogram of (key - thr) finds the bin that holds
+  // it, an nth_element over that bin's keys finishes. Then every candidate above it is taken and,
+  // in index order, as many of those equal to it as fill k. The candidates are in ascending index
+  // order already.
+  const std::size_t c = found.count;
+  const K span = std::min<K>(found.max_key, inf_key<T>) - thr;
+  const unsigned cshift = std::bit_width(span) > hb ? static_cast<unsigned>(std::bit_width(span)) - hb : 0u;
+  hist.assign(std::size_t{1} << hb, 0);
+  for (std::size_t j = 0; j < c; ++j) ++hist[static_cast<std::size_t>((ck[j] - thr) >> cshift)];
+  std::size_t cbin = static_cast<std::size_t>(span >> cshift), higher = 0;
+  while (higher + hist[cbin] < k) higher += hist[cbin--];  // the k candidates fit above bin 0's floor
+  keys.clear();
+  for (std::size_t j = 0; j < c; ++j)
+    if (static_cast<std::size_t>((ck[j] - thr) >> cshift) == cbin) keys.push_back(ck[j]);
+  const std::size_t nth = k - higher;  // 1-based rank of the k-th key inside its bin
+  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(nth - 1), keys.end(), std::greater<K>{});
+  const K kth = keys[nth - 1];
+  std::size_t above = 0;
+  for (std::size_t j = 0; j < c; ++j) above += ck[j] > kth;
+  std::size_t ties = k - above;
+  out.resize(k);  // nothing below throws
+  std::size_t o = 0;
+  for (std::size_t j = 0; j < c; ++j) {
+    const K key = ck[j];
+    if (key > kth || (key == kth && ties > 0)) {
+      ties -= key == kth;
+      out[o++] = ci[j];
+    }
+  }
+  if constexpr (Feedback) {
+    // e = x + e from the end backwards, in chunks read forwards: the last part of x and e that
+    // the scan read is still in cache (on a machine whose last-level cache holds a few tens of MB,
+    // a sizeable part of the second pass)
+    constexpr std::size_t chunk = 4096;
+    T* const ew = e.data();
+    for (std::size_t end = d; end > 0;) {
+      const std::size_t begin = end > chunk ? end - chunk : 0;
+      for (std::size_t i = begin; i < end; ++i) ew[i] = xp[i] + ew[i];
+      end = begin;
+    }
+  }
 }
 
 }  // namespace detail

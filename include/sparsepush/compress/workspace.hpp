@@ -32,8 +32,10 @@ struct compress_workspace {
   std::vector<std::uint32_t> chosen;                       ///< top-K: indices above the boundary
   std::vector<std::uint32_t> part;                         ///< per-layer top-K: one segment's picks
   std::vector<std::uint64_t> taken;                        ///< random-K: bitmap, all zero between calls
-  std::vector<key_type> keys;                              ///< threshold: sampled keys
-  std::vector<std::uint32_t> sel;                          ///< threshold: selected indices
+  std::vector<key_type> keys;                              ///< threshold / top-K: sampled keys
+  std::vector<std::uint32_t> sel;                          ///< threshold / top-K: selected indices
+  std::vector<key_type> ckeys;                             ///< top-K: keys of the candidates in sel
+  std::vector<std::byte> bytes;                            ///< sign: the payload, until v is known finite
   std::vector<T> v;                                        ///< error feedback: v = x + e
 
   /// Bytes held by the buffers (capacity, not size).
@@ -41,7 +43,8 @@ struct compress_workspace {
     return hist.capacity() * sizeof(std::uint32_t) + cand.capacity() * sizeof(std::pair<key_type, std::uint32_t>) +
            chosen.capacity() * sizeof(std::uint32_t) + part.capacity() * sizeof(std::uint32_t) +
            taken.capacity() * sizeof(std::uint64_t) + keys.capacity() * sizeof(key_type) +
-           sel.capacity() * sizeof(std::uint32_t) + v.capacity() * sizeof(T);
+           sel.capacity() * sizeof(std::uint32_t) + ckeys.capacity() * sizeof(key_type) +
+           bytes.capacity() + v.capacity() * sizeof(T);
   }
 };
 

@@ -56,9 +56,11 @@ class counter_rng {
         stream_(static_cast<std::uint32_t>(stream)) {}
 
   /// Four independent 32-bit words for block b (positions 4b .. 4b+3).
-  constexpr philox_counter block(std::uint32_t b) const noexcept {
-    return philox4x32_10({b, round_, node_, stream_}, key_);
-  }
+  constexpr philox_counter block(std::uint32_t b) const noexcept { return philox4x32_10(counter(b), key_); }
+
+  /// The Philox counter of block b, and the key: what a vector generator needs.
+  constexpr philox_counter counter(std::uint32_t b) const noexcept { return {b, round_, node_, stream_}; }
+  constexpr philox_key key() const noexcept { return key_; }
 
   /// A uniform 64-bit word for position i (two words of block i).
   constexpr std::uint64_t bits64(std::uint32_t i) const noexcept {
@@ -68,8 +70,13 @@ class counter_rng {
 
   /// A uniform integer in [0, bound] for position i (bound < 2^32; bias below 2^-32).
   constexpr std::uint32_t uniform_int(std::uint32_t i, std::uint32_t bound) const noexcept {
-    // floor(x * (bound + 1) / 2^64) for a 64-bit x, computed exactly in 64-bit pieces.
-    const std::uint64_t x = bits64(i);
+    return scale_to(bits64(i), bound);
+  }
+
+  /// floor(x * (bound + 1) / 2^64): a uniform 64-bit x mapped to [0, bound], as uniform_int does
+  /// (for callers that generate the words of many blocks at once).
+  static constexpr std::uint32_t scale_to(std::uint64_t x, std::uint32_t bound) noexcept {
+    // computed exactly in 64-bit pieces
     const std::uint64_t m = std::uint64_t{bound} + 1;  // <= 2^32
     const std::uint64_t lo = (x & 0xFFFFFFFFu) * m;
     const std::uint64_t hi = (x >> 32) * m;
