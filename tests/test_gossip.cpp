@@ -414,3 +414,52 @@ TEST_CASE("a sparse mix refuses a message of another dimension before anything c
   REQUIRE(std::equal(before.begin(), before.end(), node.x().begin()));
   REQUIRE(node.u() == 1.0);
 }
+
+TEST_CASE("debias gives the bits of the division at every SIMD level, also next to float rounding boundaries",
+          "[gossip]") {
+  std::mt19937_64 gen(5);
+  std::vector<float> x(4099), got(x.size()), want(x.size());
+  std::uniform_int_distribution<std::uint32_t> bits;
+  std::uniform_real_distribution<float> unit(0.5f, 2.0f);
+  const auto was = detail::active_simd();
+  for (const auto level : {detail::simd_level::avx512, detail::simd_level::avx2, detail::simd_level::scalar}) {
+    detail::set_simd_level(level);
+    INFO("SIMD level " << detail::to_string(detail::active_simd()));
+    // values over the whole float range (zeros, -0, subnormals, extremes) and many weights
+    for (int rep = 0; rep < 20; ++rep) {
+      for (auto& v : x) {
+        do v = std::bit_cast<float>(bits(gen));
+        while (!std::isfinite(v));
+      }
+      x[0] = 0.0f;
+      x[1] = -0.0f;
+      x[2] = std::numeric_limits<float>::denorm_min();
+      x[3] = std::numeric_limits<float>::max();
+      for (const double u : {1.0, 0.5, 3.0, 0.3, 1e-19, 1.1e-19, 7e18, 1e300, 1e-300, 5e-324, 0.0, -2.0,
+                             std::numeric_limits<double>::infinity(), std::nan(""), 1.0 + 1e-9 * rep}) {
+        INFO("u = " << u);
+        debias<float>(x, u, got);
+        for (std::size_t l = 0; l < x.size(); ++l) want[l] = static_cast<float>(static_cast<double>(x[l]) / u);
+        REQUIRE(std::memcmp(got.data(), want.data(), x.size() * sizeof(float)) == 0);
+      }
+    }
+    // quotients within 40 double ulps of a midpoint between two floats: u = a / (m + k ulp)
+    std::size_t at_boundary = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      const float a = unit(gen) * std::ldexp(1.0f, static_cast<int>(gen() % 60) - 30);
+      const float lo = unit(gen), hi = std::nextafter(lo, 2.0f);
+      const double mid = (static_cast<double>(lo) + static_cast<double>(hi)) / 2;
+      for (int k = -40; k <= 40; ++k) {
+        const double u = static_cast<double>(a) / (mid + k * std::ldexp(1.0, -53));
+        std::fill(x.begin(), x.begin() + 16, a);
+        debias<float>(std::span<const float>(x.data(), 16), u, std::span<float>(got.data(), 16));
+        const float w = static_cast<float>(static_cast<double>(a) / u);
+        at_boundary += w == lo || w == hi;
+        for (std::size_t j = 0; j < 16; ++j)
+          REQUIRE(std::bit_cast<std::uint32_t>(got[j]) == std::bit_cast<std::uint32_t>(w));
+      }
+    }
+    REQUIRE(at_boundary == 3000 * 81);  // the construction does land next to the boundaries
+  }
+  detail::set_simd_level(was);
+}
