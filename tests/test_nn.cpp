@@ -9,6 +9,7 @@
 #include <limits>
 #include <numbers>
 #include <random>
+#include <sparsepush/nn/gemm.hpp>
 #include <sparsepush/nn/model.hpp>
 #include <sparsepush/nn/optimizer.hpp>
 #include <string>
@@ -121,6 +122,80 @@ std::vector<T> cast(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+TEST_CASE("gemm: every tile shape, init and instruction set matches a naive product", "[nn]") {
+  using namespace nn::detail;
+  std::mt19937_64 gen(17);
+  const std::vector<simd_level> levels{simd_level::baseline, simd_level::avx2, simd_level::avx512};
+  INFO("this CPU runs " << simd_name(simd_supported()));
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t m = 1 + gen() % 40, n = 1 + gen() % 70, k = gen() % 50;
+    const bool a_transposed = gen() % 2, padded = gen() % 2;
+    const auto init = gemm_init(gen() % 4);
+    const std::size_t ldb = padded ? gemm_pad<float>(n) + 16 * (gen() % 2) : n + gen() % 3;
+    const std::size_t ldc = n + gen() % 3;
+    const auto a = cast<float>(randn(m * k, 100 + trial));
+    // B exactly as long as its rows need (a padded B holds whole vectors): reads past it would be caught by ASan
+    const auto b = cast<float>(randn(k ? (k - 1) * ldb + (padded ? gemm_pad<float>(n) : n) : 0, 200 + trial));
+    const auto bias = cast<float>(randn(std::max(m, gemm_pad<float>(n)), 300 + trial));
+    const auto c0 = cast<float>(randn(m * ldc, 400 + trial));
+    gemm_args<float> g;
+    g.a = a.data(), g.a_row = a_transposed ? 1 : k, g.a_col = a_transposed ? m : 1;
+    g.b = b.data(), g.ldb = ldb, g.b_padded = padded;
+    g.ldc = ldc, g.m = m, g.n = n, g.k = k, g.init = init, g.bias = bias.data();
+    std::vector<std::vector<float>> out;
+    for (const auto level : levels) {
+      std::vector<float> c = c0;
+      g.c = c.data();
+      gemm(g, level);
+      out.push_back(c);
+    }
+    INFO("m " << m << ", n " << n << ", k " << k << ", init " << int(init) << ", padded " << padded);
+    double worst = 0;
+    bool untouched = true;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < ldc; ++j) {
+        const std::size_t at = i * ldc + j;
+        if (j >= n) {  // past column n: never written
+          for (const auto& c : out) untouched = untouched && c[at] == c0[at];
+          continue;
+        }
+        double ref = init == gemm_init::zero         ? 0.0
+                     : init == gemm_init::accumulate ? c0[at]
+                     : init == gemm_init::row_bias   ? bias[i]
+                                                     : bias[j];
+        double scale = std::abs(ref);
+        for (std::size_t q = 0; q < k; ++q) {
+          const double t = double(a[i * g.a_row + q * g.a_col]) * double(b[q * ldb + j]);
+          ref += t;
+          scale += std::abs(t);
+        }
+        for (const auto& c : out) worst = std::max(worst, std::abs(c[at] - ref) / (scale + 1e-30));
+      }
+    CHECK(worst < 1e-6);
+    CHECK(untouched);
+    CHECK(out[1] == out[2]);  // AVX2 and AVX-512 both fuse the multiply-add: the same bits
+  }
+}
+
+TEST_CASE("dense and conv2d: a sample's output does not depend on the batch around it", "[nn]") {
+  const nn::dense d({3, 8, 8}, 10);
+  const nn::conv2d c({3, 9, 9}, 5, 3, 1, 1);
+  const auto pd = cast<float>(randn(d.num_params(), 21)), pc = cast<float>(randn(c.num_params(), 22));
+  const std::size_t batch = 13;
+  const auto x = cast<float>(randn(batch * 192, 23)), xc = cast<float>(randn(batch * 243, 24));
+  nn::layer_scratch<float> s;
+  std::vector<float> yd(batch * 10), yc(batch * c.out_shape().size());
+  d.forward(pd.data(), x.data(), yd.data(), batch, s);
+  c.forward(pc.data(), xc.data(), yc.data(), batch, s);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::vector<float> one(10), onec(c.out_shape().size());
+    d.forward(pd.data(), x.data() + b * 192, one.data(), 1, s);
+    c.forward(pc.data(), xc.data() + b * 243, onec.data(), 1, s);
+    CHECK(std::equal(one.begin(), one.end(), yd.begin() + std::ptrdiff_t(b * 10)));
+    CHECK(std::equal(onec.begin(), onec.end(), yc.begin() + std::ptrdiff_t(b * onec.size())));
+  }
+}
 
 TEST_CASE("dense: gradients match finite differences", "[nn]") {
   check_layer(nn::dense({2, 3, 2}, 5), 3, 1);

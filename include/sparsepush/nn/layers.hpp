@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "gemm.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -62,6 +63,7 @@ template <std::floating_point T>
 struct layer_scratch {
   std::vector<T> cols, dcols;
   std::vector<double> acc;
+  std::vector<T> packed, packed2;  ///< transposed or padded operands of the matrix products
 };
 
 namespace detail {
@@ -133,16 +135,26 @@ struct dense {
     detail::fill_value(p + out * in.size(), out, T(0));
   }
 
+  /// Y = X W^T + b: W^T is packed with its rows padded (so the product reads whole vectors); each
+  /// output is b then the products in input order, whatever the batch size.
   template <std::floating_point T>
-  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>& s) const {
     using namespace detail;
-    const std::size_t n = in.size();
-    cmap_rm<T> W(p, ix(out), ix(n));
-    cmap_vec<T> b(p + out * n, ix(out));
-    cmap_rm<T> X(x, ix(batch), ix(n));
-    map_rm<T> Y(y, ix(batch), ix(out));
-    Y.noalias() = X * W.transpose();
-    Y.rowwise() += b.transpose();
+    const std::size_t n = in.size(), op = gemm_pad<T>(out);
+    T* wt = grow(s.packed, (n + 1) * op);  // W^T (n x op), then the bias row
+    for (std::size_t o = 0; o < out; ++o) {
+      const T* wr = p + o * n;
+      for (std::size_t i = 0; i < n; ++i) wt[i * op + o] = wr[i];
+    }
+    for (std::size_t i = 0; i <= n; ++i) std::fill(wt + i * op + out, wt + (i + 1) * op, T(0));
+    std::copy(p + out * n, p + out * n + out, wt + n * op);
+    gemm_args<T> g;
+    g.a = x, g.a_row = n, g.a_col = 1;
+    g.b = wt, g.ldb = op, g.b_padded = true;
+    g.c = y, g.ldc = out;
+    g.m = batch, g.n = out, g.k = n;
+    g.init = gemm_init::col_bias, g.bias = wt + n * op;
+    gemm(g);
   }
 
   /// dp (this layer's slice) is overwritten; dx is skipped when null.
@@ -151,16 +163,23 @@ struct dense {
                 layer_scratch<T>&) const {
     using namespace detail;
     const std::size_t n = in.size();
-    cmap_rm<T> X(x, ix(batch), ix(n));
-    cmap_rm<T> dY(dy, ix(batch), ix(out));
-    map_rm<T> dW(dp, ix(out), ix(n));
-    map_vec<T> db(dp + out * n, ix(out));
-    dW.noalias() = dY.transpose() * X;
-    db = dY.colwise().sum().transpose();
+    gemm_args<T> g;  // dW = dY^T X
+    g.a = dy, g.a_row = 1, g.a_col = out;
+    g.b = x, g.ldb = n;
+    g.c = dp, g.ldc = n;
+    g.m = out, g.n = n, g.k = batch;
+    gemm(g);
+    T* db = dp + out * n;
+    std::fill(db, db + out, T(0));
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t o = 0; o < out; ++o) db[o] += dy[b * out + o];
     if (dx) {
-      cmap_rm<T> W(p, ix(out), ix(n));
-      map_rm<T> dX(dx, ix(batch), ix(n));
-      dX.noalias() = dY * W;
+      gemm_args<T> h;  // dX = dY W
+      h.a = dy, h.a_row = out, h.a_col = 1;
+      h.b = p, h.ldb = n;
+      h.c = dx, h.ldc = n;
+      h.m = batch, h.n = n, h.k = out;
+      gemm(h);
     }
   }
 };
@@ -203,7 +222,12 @@ struct conv2d {
   /// cols[(c k + i) k + j][oh ow + ow] = x[c][oh s - pad + i][ow s - pad + j] (0 outside).
   template <std::floating_point T>
   void im2col(const T* x, T* cols) const {
-    const std::size_t P = out.h * out.w;
+    im2col(x, cols, out.h * out.w);
+  }
+  /// The same with rows `ld` >= oh ow apart (the columns past oh ow are left as they are).
+  template <std::floating_point T>
+  void im2col(const T* x, T* cols, std::size_t ld) const {
+    const std::size_t P = ld;
     for (std::size_t c = 0; c < in.c; ++c)
       for (std::size_t i = 0; i < k; ++i)
         for (std::size_t j = 0; j < k; ++j) {
@@ -232,7 +256,12 @@ struct conv2d {
   /// The adjoint of im2col: dx[...] += cols[...] (dx is not cleared).
   template <std::floating_point T>
   void col2im(const T* cols, T* dx) const {
-    const std::size_t P = out.h * out.w;
+    col2im(cols, dx, out.h * out.w);
+  }
+  /// The same with rows `ld` >= oh ow apart.
+  template <std::floating_point T>
+  void col2im(const T* cols, T* dx, std::size_t ld) const {
+    const std::size_t P = ld;
     for (std::size_t c = 0; c < in.c; ++c)
       for (std::size_t i = 0; i < k; ++i)
         for (std::size_t j = 0; j < k; ++j) {
@@ -253,51 +282,83 @@ struct conv2d {
         }
   }
 
+  /// Per sample: cols (R x P, rows padded to whole vectors) = im2col(x), then Y = W cols + b.
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>& s) const {
     using namespace detail;
-    const std::size_t R = fan_in(), P = out.h * out.w;
-    T* cols = grow(s.cols, R * P);
-    cmap_rm<T> W(p, ix(out_c), ix(R));
-    cmap_vec<T> b(p + out_c * R, ix(out_c));
-    map_rm<T> C(cols, ix(R), ix(P));
+    const std::size_t R = fan_in(), P = out.h * out.w, Pp = gemm_pad<T>(P);
+    T* cols = padded_cols(s.cols, R, P);
+    gemm_args<T> g;
+    g.a = p, g.a_row = R, g.a_col = 1;
+    g.b = cols, g.ldb = Pp, g.b_padded = true;
+    g.ldc = P;
+    g.m = out_c, g.n = P, g.k = R;
+    g.init = gemm_init::row_bias, g.bias = p + out_c * R;
     for (std::size_t n = 0; n < batch; ++n) {
-      im2col(x + n * in.size(), cols);
-      map_rm<T> Y(y + n * out.size(), ix(out_c), ix(P));
-      Y.noalias() = W * C;
-      Y.colwise() += b;
+      im2col(x + n * in.size(), cols, Pp);
+      g.c = y + n * out.size();
+      gemm(g);
     }
   }
 
+  /// Per sample: dW^T (R x out_c) += cols dY^T (dY^T packed, rows padded), db += row sums of dY,
+  /// dcols = W^T dY, dx = col2im(dcols). dW^T goes into dp transposed at the end.
   template <std::floating_point T>
   void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
                 layer_scratch<T>& s) const {
     using namespace detail;
-    const std::size_t R = fan_in(), P = out.h * out.w;
-    T* cols = grow(s.cols, R * P);
-    T* dcols = dx ? grow(s.dcols, R * P) : nullptr;
-    cmap_rm<T> W(p, ix(out_c), ix(R));
-    map_rm<T> dW(dp, ix(out_c), ix(R));
-    map_vec<T> db(dp + out_c * R, ix(out_c));
-    dW.setZero();
-    db.setZero();
-    map_rm<T> C(cols, ix(R), ix(P));
+    const std::size_t R = fan_in(), P = out.h * out.w, Pp = gemm_pad<T>(P), Op = gemm_pad<T>(out_c);
+    T* cols = padded_cols(s.cols, R, P);
+    T* dcols = dx ? grow(s.dcols, R * Pp) : nullptr;
+    T* dyt = grow(s.packed, P * Op);
+    T* dwt = grow(s.packed2, R * Op);
+    T* db = dp + out_c * R;
+    std::fill(db, db + out_c, T(0));
+    for (std::size_t q = 0; q < P; ++q) std::fill(dyt + q * Op + out_c, dyt + (q + 1) * Op, T(0));
+    gemm_args<T> gw;  // dW^T (+)= cols dY^T
+    gw.a = cols, gw.a_row = Pp, gw.a_col = 1;
+    gw.b = dyt, gw.ldb = Op, gw.b_padded = true;
+    gw.c = dwt, gw.ldc = Op;
+    gw.m = R, gw.n = out_c, gw.k = P;
+    gemm_args<T> gx;  // dcols = W^T dY
+    gx.a = p, gx.a_row = 1, gx.a_col = R;
+    gx.ldb = P;
+    gx.c = dcols, gx.ldc = Pp;
+    gx.m = R, gx.n = P, gx.k = out_c;
     for (std::size_t n = 0; n < batch; ++n) {
-      cmap_rm<T> dY(dy + n * out.size(), ix(out_c), ix(P));
-      im2col(x + n * in.size(), cols);
-      dW.noalias() += dY * C.transpose();
-      db += dY.rowwise().sum();
+      const T* dyn = dy + n * out.size();
+      im2col(x + n * in.size(), cols, Pp);
+      for (std::size_t o = 0; o < out_c; ++o) {
+        const T* r = dyn + o * P;
+        T acc = db[o];
+        for (std::size_t q = 0; q < P; ++q) {
+          dyt[q * Op + o] = r[q];
+          acc += r[q];
+        }
+        db[o] = acc;
+      }
+      gw.init = n ? gemm_init::accumulate : gemm_init::zero;
+      gemm(gw);
       if (dx) {
-        map_rm<T> dC(dcols, ix(R), ix(P));
-        dC.noalias() = W.transpose() * dY;
+        gx.b = dyn;
+        gemm(gx);
         T* dxn = dx + n * in.size();
         std::fill(dxn, dxn + in.size(), T(0));
-        col2im(dcols, dxn);
+        col2im(dcols, dxn, Pp);
       }
     }
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t r = 0; r < R; ++r) dp[o * R + r] = dwt[r * Op + o];
   }
 
  private:
+  /// The im2col buffer: R rows of P values, rows padded to whole vectors (the padding is read
+  /// by the products but only lands in columns they do not store).
+  template <class T>
+  static T* padded_cols(std::vector<T>& buf, std::size_t R, std::size_t P) {
+    return detail::grow(buf, R * detail::gemm_pad<T>(P));
+  }
+
   /// Output columns [lo, hi) whose input column ow s - pad + j lies inside [0, width).
   std::pair<std::size_t, std::size_t> valid_range(std::size_t j, std::size_t width, std::size_t out_w) const {
     const std::size_t lo = j >= pad ? 0 : std::min(out_w, (pad - j + stride - 1) / stride);
