@@ -769,6 +769,7 @@ int main(int argc, char** argv) {
     json summary;
     double first_loss = -1;
     double train_seconds = 0;  // time inside rounds only (no loading, no evaluation)
+    double eval_seconds = 0;   // time inside evaluations (every node's model and the averaged one)
     // Checkpoint after round `next - 1`: this rank's nodes (the algorithm's state and ledger), their
     // data positions, momentum and last losses, then (all ranks written) rank 0's manifest; each
     // rank keeps its previous file until the next checkpoint is complete.
@@ -871,7 +872,9 @@ int main(int argc, char** argv) {
         const bool eval_now = (t + 1) % eval_every == 0 || last;
         if (eval_now) {
           double divergence = 0.0;
+          const auto e0 = std::chrono::steady_clock::now();
           ev = evaluate(alg, last ? fm.test.count : std::min<std::size_t>(c.eval_samples, fm.test.count), divergence);
+          eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
           rep = report(alg, t, divergence);
           bytes_now = rep.bytes_sent;
           const bool drifted = !std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6;
@@ -954,6 +957,7 @@ int main(int argc, char** argv) {
                  {"ranks", cl.ranks},
                  {"wall_seconds", wall},
                  {"train_seconds", train_seconds},
+                 {"eval_seconds", eval_seconds},
                  {"train_images_per_second", static_cast<double>(train_rounds) * c.batch * n / train_seconds},
                  {"device_profile",
                   {{"one_device", {{"batch", c.batch * n}, {"parameters", one.parameters}, {"activation_bytes", one.activation_bytes}, {"flops_per_step", one.flops}}},
