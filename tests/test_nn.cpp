@@ -13,6 +13,7 @@
 #include <sparsepush/nn/model.hpp>
 #include <sparsepush/nn/optimizer.hpp>
 #include <string>
+#include <variant>
 #include <vector>
 
 using namespace sparsepush;
@@ -487,6 +488,63 @@ TEST_CASE("model: predict is the argmax, the workspace is reusable across batch 
     m.predict(p, x.data() + i * 784, 1, &one, ws);
     CHECK(one == pred[i]);
   }
+}
+
+TEST_CASE("model: the inference path gives the training forward pass's logits bit for bit", "[nn]") {
+  for (const std::string name : {"mlp", "cnn", "cnn_evonorm"}) {
+    const auto m = nn::model::make(name);
+    std::vector<float> p(m.num_params());
+    m.init(p, 31);
+    const auto jitter = cast<float>(randn(p.size(), 32, 0.05));  // norm scales and biases off their init
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] += jitter[i];
+    const std::size_t batch = 2 * nn::model::inference_chunk + 5;  // whole chunks and a ragged one
+    const auto x = cast<float>(randn(batch * m.input_size(), 33));
+    std::vector<std::uint8_t> y(batch);
+    for (std::size_t b = 0; b < batch; ++b) y[b] = std::uint8_t((b * 3 + 1) % m.num_classes());
+    // the training forward pass, layer by layer over the whole batch (as loss_and_grad runs it)
+    nn::layer_scratch<float> s;
+    std::vector<float> cur(x);
+    for (std::size_t i = 0; i < m.layers().size(); ++i) {
+      const std::size_t out = std::visit([](const auto& l) { return l.out_shape().size(); }, m.layers()[i]);
+      std::vector<float> next(batch * out);
+      std::visit([&](const auto& l) { l.forward(p.data() + m.param_offset(i), cur.data(), next.data(), batch, s); },
+                 m.layers()[i]);
+      cur = std::move(next);
+    }
+    nn::workspace ws;
+    std::vector<float> logits(batch * m.num_classes(), std::numeric_limits<float>::quiet_NaN());
+    m.logits(p, x.data(), batch, logits.data(), ws);
+    INFO(name);
+    CHECK(logits == cur);
+    // the loss from these logits is the training pass's loss, to the bit
+    const double from_logits = nn::softmax_cross_entropy<float>(logits.data(), y.data(), batch, m.num_classes(), nullptr);
+    CHECK(float(from_logits) == m.loss(p, x.data(), y.data(), batch, ws));
+    std::vector<float> g(p.size());
+    CHECK(float(from_logits) == m.loss_and_grad(p, x.data(), y.data(), batch, g, ws));
+    // one image at a time gives the same logits; predict is their argmax
+    for (std::size_t b = 0; b < batch; b += 7) {
+      std::vector<float> one(m.num_classes());
+      m.logits(p, x.data() + b * m.input_size(), 1, one.data(), ws);
+      CHECK(std::equal(one.begin(), one.end(), logits.begin() + std::ptrdiff_t(b * m.num_classes())));
+    }
+    std::vector<std::uint8_t> pred(batch);
+    m.predict(p, x.data(), batch, pred.data(), ws);
+    std::size_t right = 0;
+    for (std::size_t b = 0; b < batch; ++b) {
+      const float* z = logits.data() + b * m.num_classes();
+      CHECK(pred[b] == std::max_element(z, z + m.num_classes()) - z);
+      right += pred[b] == y[b];
+    }
+    CHECK(m.count_correct(p, x.data(), y.data(), batch, ws) == right);
+  }
+  // bad input: named errors
+  const auto m = nn::model::make("mlp", 1, 4, 4, 3);
+  std::vector<float> p(m.num_params()), x(16), out(3);
+  nn::workspace ws;
+  CHECK_THROWS_AS(m.logits(p, x.data(), 0, out.data(), ws), size_error);
+  CHECK_THROWS_AS(m.logits(p, x.data(), 1, nullptr, ws), config_error);
+  CHECK_THROWS_AS(m.logits(std::span<const float>(p).first(3), x.data(), 1, out.data(), ws), size_error);
+  CHECK_THROWS_AS(m.predict(p, x.data(), 0, nullptr, ws), size_error);
 }
 
 TEST_CASE("model: profile counts parameters, activations and FLOPs linear in batch", "[nn]") {

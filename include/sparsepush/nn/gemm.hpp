@@ -24,7 +24,8 @@ enum class gemm_init {
   col_bias,    ///< bias[j]; with b_padded, bias must be readable up to n rounded up to 16 floats
 };
 
-/// One product. A(i, k) = a[i a_row + k a_col]; B(k, j) = b[k ldb + j]; C(i, j) = c[i ldc + j].
+/// One product. A(i, k) = a[i a_row + k a_col]; B(k, j) = b[k ldb + j], or b_rows[k][j] when
+/// b_rows is set (rows anywhere, e.g. shifted windows of one image); C(i, j) = c[i ldc + j].
 /// b_padded: every row of B (and a col_bias) may be read up to column n rounded up to a multiple
 /// of 64 bytes (the values there are ignored), which saves masked loads at the right edge.
 template <class T>
@@ -33,6 +34,7 @@ struct gemm_args {
   std::size_t a_row = 0, a_col = 0;
   const T* b = nullptr;
   std::size_t ldb = 0;
+  const T* const* b_rows = nullptr;
   T* c = nullptr;
   std::size_t ldc = 0;
   std::size_t m = 0, n = 0, k = 0;
@@ -112,7 +114,7 @@ template <std::size_t VB, class T, int MR, int NV, bool Partial>
   const T* bcol = g.b + j0;
   for (std::size_t kk = 0; kk < g.k; ++kk) {
     vec bv[NV];
-    const T* br = bcol + kk * g.ldb;
+    const T* br = g.b_rows ? g.b_rows[kk] + j0 : bcol + kk * g.ldb;
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
       if (Partial && v + 1 == NV) {
@@ -198,7 +200,8 @@ void gemm_baseline(const gemm_args<T>& g) {
               : g.init == gemm_init::accumulate ? *c
               : g.init == gemm_init::row_bias   ? g.bias[i]
                                                 : g.bias[j];
-      for (std::size_t kk = 0; kk < g.k; ++kk) acc += g.a[i * g.a_row + kk * g.a_col] * g.b[kk * g.ldb + j];
+      for (std::size_t kk = 0; kk < g.k; ++kk)
+        acc += g.a[i * g.a_row + kk * g.a_col] * (g.b_rows ? g.b_rows[kk][j] : g.b[kk * g.ldb + j]);
       *c = acc;
     }
 }

@@ -64,6 +64,7 @@ struct layer_scratch {
   std::vector<T> cols, dcols;
   std::vector<double> acc;
   std::vector<T> packed, packed2;  ///< transposed or padded operands of the matrix products
+  std::vector<const T*> rows;       ///< row pointers of an operand made of shifted windows
 };
 
 namespace detail {
@@ -139,15 +140,28 @@ struct dense {
   /// output is b then the products in input order, whatever the batch size.
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>& s) const {
-    using namespace detail;
-    const std::size_t n = in.size(), op = gemm_pad<T>(out);
-    T* wt = grow(s.packed, (n + 1) * op);  // W^T (n x op), then the bias row
+    forward_packed(pack(p, s.packed), x, y, batch);
+  }
+
+  /// W^T (in x out, rows padded to whole vectors) and then b, as forward_packed() takes them.
+  template <std::floating_point T>
+  const T* pack(const T* p, std::vector<T>& buf) const {
+    const std::size_t n = in.size(), op = detail::gemm_pad<T>(out);
+    T* wt = detail::grow(buf, (n + 1) * op);
     for (std::size_t o = 0; o < out; ++o) {
       const T* wr = p + o * n;
       for (std::size_t i = 0; i < n; ++i) wt[i * op + o] = wr[i];
     }
     for (std::size_t i = 0; i <= n; ++i) std::fill(wt + i * op + out, wt + (i + 1) * op, T(0));
     std::copy(p + out * n, p + out * n + out, wt + n * op);
+    return wt;
+  }
+
+  /// forward() with the weights packed once by pack() (the inference path reuses them).
+  template <std::floating_point T>
+  void forward_packed(const T* wt, const T* x, T* y, std::size_t batch) const {
+    using namespace detail;
+    const std::size_t n = in.size(), op = gemm_pad<T>(out);
     gemm_args<T> g;
     g.a = x, g.a_row = n, g.a_col = 1;
     g.b = wt, g.ldb = op, g.b_padded = true;
@@ -282,18 +296,49 @@ struct conv2d {
         }
   }
 
-  /// Per sample: cols (R x P, rows padded to whole vectors) = im2col(x), then Y = W cols + b.
+  /// Per sample: Y = W cols + b with cols = im2col(x) (R x P, rows padded to whole vectors). At
+  /// stride 1, when the columns would outnumber the outputs (R > out_c), the columns are not
+  /// built: row (c, i, j) of cols is a shifted window of the zero-padded input, and the product
+  /// runs over rows of the padded width (its extra columns are dropped). Both give the same bits:
+  /// the same products, zeros included, in the same order.
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>& s) const {
     using namespace detail;
-    const std::size_t R = fan_in(), P = out.h * out.w, Pp = gemm_pad<T>(P);
-    T* cols = padded_cols(s.cols, R, P);
+    const std::size_t R = fan_in(), P = out.h * out.w;
     gemm_args<T> g;
     g.a = p, g.a_row = R, g.a_col = 1;
-    g.b = cols, g.ldb = Pp, g.b_padded = true;
-    g.ldc = P;
-    g.m = out_c, g.n = P, g.k = R;
+    g.b_padded = true;
+    g.m = out_c, g.k = R;
     g.init = gemm_init::row_bias, g.bias = p + out_c * R;
+    if (stride == 1 && R > out_c) {
+      const std::size_t Hp = in.h + 2 * pad, Wp = in.w + 2 * pad, plane = Hp * Wp, N = out.h * Wp;
+      T* xp = grow(s.cols, in.c * plane + Wp + 64);  // slack: the last windows read past the plane
+      T* wide = grow(s.dcols, out_c * N);
+      std::vector<const T*>& rows = s.rows;
+      rows.resize(R);
+      for (std::size_t c = 0; c < in.c; ++c)
+        for (std::size_t i = 0; i < k; ++i)
+          for (std::size_t j = 0; j < k; ++j) rows[(c * k + i) * k + j] = xp + c * plane + i * Wp + j;
+      std::fill(xp, xp + in.c * plane + Wp + 64, T(0));
+      g.b_rows = rows.data();
+      g.c = wide, g.ldc = N, g.n = N;
+      for (std::size_t n = 0; n < batch; ++n) {
+        const T* xn = x + n * in.size();
+        for (std::size_t c = 0; c < in.c; ++c)
+          for (std::size_t h = 0; h < in.h; ++h)
+            std::copy(xn + (c * in.h + h) * in.w, xn + (c * in.h + h + 1) * in.w, xp + c * plane + (h + pad) * Wp + pad);
+        gemm(g);
+        T* yn = y + n * out.size();
+        for (std::size_t o = 0; o < out_c; ++o)
+          for (std::size_t h = 0; h < out.h; ++h)
+            std::copy(wide + o * N + h * Wp, wide + o * N + h * Wp + out.w, yn + (o * out.h + h) * out.w);
+      }
+      return;
+    }
+    const std::size_t Pp = gemm_pad<T>(P);
+    T* cols = padded_cols(s.cols, R, P);
+    g.b = cols, g.ldb = Pp;
+    g.ldc = P, g.n = P;
     for (std::size_t n = 0; n < batch; ++n) {
       im2col(x + n * in.size(), cols, Pp);
       g.c = y + n * out.size();
