@@ -572,7 +572,7 @@ int main(int argc, char** argv) {
       }
       return s;
     };
-    // evaluation scratch (batches of 256 test images, tens of MB for the cnn): one per thread
+    // evaluation scratch (the inference path: two activations of a few images): one per thread
     std::vector<sp::nn::workspace> eval_ws(std::max<std::size_t>(1, c.threads));
     // p_i of node i (global index) at `model` into `direction`: the next minibatch of its shard,
     // the gradient, then momentum (velocity updated; direction may be the velocity itself).
@@ -650,14 +650,9 @@ int main(int argc, char** argv) {
     auto lr = [&](std::uint32_t t) { return schedule_lr.at(std::min(t, train_rounds - 1), train_rounds); };
 
     // Evaluation of the nodes' models (in parallel, one workspace each) and of their average.
+    // The inference path (forward only, no backward caches): the training pass's logits, bit for bit.
     auto accuracy = [&](std::span<const float> params, std::size_t samples, sp::nn::workspace& w) {
-      std::vector<std::uint8_t> pred(256);
-      std::size_t right = 0;
-      for (std::size_t s = 0; s < samples; s += 256) {
-        const std::size_t b = std::min<std::size_t>(256, samples - s);
-        net.predict(params, fm.test.pixels.data() + s * in, b, pred.data(), w);
-        for (std::size_t j = 0; j < b; ++j) right += pred[j] == fm.test.labels[s + j];
-      }
+      const std::size_t right = net.count_correct(params, fm.test.pixels.data(), fm.test.labels.data(), samples, w);
       return static_cast<double>(right) / static_cast<double>(samples);
     };
     // Each process evaluates its own nodes, one model per thread at a time. In one process the
