@@ -491,8 +491,14 @@ TEST_CASE("model: predict is the argmax, the workspace is reusable across batch 
 }
 
 TEST_CASE("model: the inference path gives the training forward pass's logits bit for bit", "[nn]") {
-  for (const std::string name : {"mlp", "cnn", "cnn_evonorm"}) {
-    const auto m = nn::model::make(name);
+  struct cfg {
+    std::string name;
+    std::size_t c, h, w, classes;
+  };
+  // full size, and odd sizes (pools drop a row and a column; the fused norm-relu-pool must too)
+  for (const auto& [name, ch, h, w, classes] : {cfg{"mlp", 1, 28, 28, 10}, cfg{"cnn", 1, 28, 28, 10},
+                                                 cfg{"cnn_evonorm", 1, 28, 28, 10}, cfg{"cnn", 2, 11, 9, 3}}) {
+    const auto m = nn::model::make(name, ch, h, w, classes);
     std::vector<float> p(m.num_params());
     m.init(p, 31);
     const auto jitter = cast<float>(randn(p.size(), 32, 0.05));  // norm scales and biases off their init

@@ -685,16 +685,43 @@ struct group_norm {
 
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
-    using namespace detail;
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     for (std::size_t m = 0; m < batch * groups; ++m) {
-      const auto [mean, var] = mean_var(x + m * n, n);
+      const auto [mean, var] = detail::mean_var(x + m * n, n);
       const double rstd = 1.0 / std::sqrt(var + eps);
       for (std::size_t cc = 0; cc < cpg; ++cc) {
-        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
-        const T a = T(double(p[c]) * rstd);
-        const T b = T(double(p[in.c + c]) - double(p[c]) * rstd * mean);
-        marr<T>(y + off, ix(hw)) = carr<T>(x + off, ix(hw)) * a + b;
+        const std::size_t off = m * n + cc * hw;
+        const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
+        for (std::size_t i = 0; i < hw; ++i) y[off + i] = affine(x[off + i], a, b);
+      }
+    }
+  }
+
+  /// Inference: this layer, then ReLU, then a 2x2 max pool of stride 2 (floor), in one pass: the
+  /// values forward(), relu and max_pool2d give one after the other, bit for bit (the same
+  /// products, the same comparisons), without writing the two full-size activations between them.
+  template <std::floating_point T>
+  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch) const {
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    const std::size_t oh = in.h / 2, ow = in.w / 2;
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const auto [mean, var] = detail::mean_var(x + m * n, n);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
+        const T* xc = x + m * n + cc * hw;
+        T* yc = y + (m * cpg + cc) * oh * ow;
+        for (std::size_t r = 0; r < oh; ++r) {
+          const T* r0 = xc + 2 * r * in.w;
+          const T* r1 = r0 + in.w;
+          T* yr = yc + r * ow;
+          for (std::size_t q = 0; q < ow; ++q) {
+            const T v0 = relu_of(affine(r0[2 * q], a, b)), v1 = relu_of(affine(r0[2 * q + 1], a, b));
+            const T v2 = relu_of(affine(r1[2 * q], a, b)), v3 = relu_of(affine(r1[2 * q + 1], a, b));
+            const T ab = v1 > v0 ? v1 : v0, cd = v3 > v2 ? v3 : v2;  // max_pool2d's comparisons
+            yr[q] = cd > ab ? cd : ab;
+          }
+        }
       }
     }
   }
@@ -732,6 +759,22 @@ struct group_norm {
       }
     }
     for (std::size_t i = 0; i < 2 * in.c; ++i) dp[i] = T(acc[i]);
+  }
+
+ private:
+  /// y = x a + b: the one expression both forward passes use.
+  template <class T>
+  static T affine(T x, T a, T b) noexcept {
+    return x * a + b;
+  }
+  template <class T>
+  static T relu_of(T v) noexcept {
+    return v > T(0) ? v : T(0);
+  }
+  /// Channel c's a = gamma_c rstd and b = beta_c - gamma_c rstd mean.
+  template <class T>
+  std::pair<T, T> channel_affine(const T* p, std::size_t c, double mean, double rstd) const {
+    return {T(double(p[c]) * rstd), T(double(p[in.c + c]) - double(p[c]) * rstd * mean)};
   }
 };
 

@@ -313,6 +313,16 @@ class model {
     return loss;
   }
 
+  /// Layers i, i + 1, i + 2 are group_norm, relu and a 2x2 max pool of stride 2: the inference
+  /// path runs them as one (group_norm::forward_relu_max_pool2, the same bits).
+  bool fused_norm_relu_pool(std::size_t i) const {
+    if (i + 2 >= layers_.size() || !std::holds_alternative<group_norm>(layers_[i]) ||
+        !std::holds_alternative<relu>(layers_[i + 1]))
+      return false;
+    const auto* pool = std::get_if<max_pool2d>(&layers_[i + 2]);
+    return pool && pool->k == 2 && pool->stride == 2;
+  }
+
   template <std::floating_point T>
   void logits_impl(std::span<const T> params, const T* images, std::size_t batch, T* out, workspace& ws,
                    const char* fn) const {
@@ -331,11 +341,17 @@ class model {
     for (std::size_t at = 0; at < batch; at += chunk) {
       const std::size_t nb = std::min(chunk, batch - at);
       const T* x = images + at * input_.size();
+      bool into_a = true;
       for (std::size_t i = 0; i < layers_.size(); ++i) {
-        T* y = i + 1 == layers_.size() ? out + at * classes_ : (i % 2 ? b : a);
-        if (packed[i]) std::get<dense>(layers_[i]).forward_packed(packed[i], x, y, nb);
-        else std::visit([&](const auto& l) { l.forward(params.data() + param_off_[i], x, y, nb, s.layer); }, layers_[i]);
+        const std::size_t fused = fused_norm_relu_pool(i) ? 2 : 0;  // layers i + 1, i + 2 run inside i
+        T* y = i + fused + 1 == layers_.size() ? out + at * classes_ : (into_a ? a : b);
+        const T* p = params.data() + param_off_[i];
+        if (fused) std::get<group_norm>(layers_[i]).forward_relu_max_pool2(p, x, y, nb);
+        else if (packed[i]) std::get<dense>(layers_[i]).forward_packed(packed[i], x, y, nb);
+        else std::visit([&](const auto& l) { l.forward(p, x, y, nb, s.layer); }, layers_[i]);
         x = y;
+        into_a = !into_a;
+        i += fused;
       }
     }
   }
