@@ -175,7 +175,7 @@ TEST_CASE("gemm: every tile shape, init and instruction set matches a naive prod
       }
     CHECK(worst < 1e-6);
     CHECK(untouched);
-    CHECK(out[1] == out[2]);  // AVX2 and AVX-512 both fuse the multiply-add: the same bits
+    CHECK(out[1] == out[2]);  // AVX2 and AVX-512 round alike (both fuse the multiply-add, or neither)
   }
 }
 

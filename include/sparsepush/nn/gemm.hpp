@@ -3,8 +3,11 @@
 // operand costs nothing), B and C row-major. Register-blocked tiles over GCC/Clang vector types,
 // chosen at run time among AVX-512, AVX2+FMA and the compile-time baseline: no -march flag needed.
 // Every C(i, j) is its init plus the products in k order, whatever the tile, the matrix sizes or
-// the vector width, so results do not depend on the batch size; AVX2 and AVX-512 give the same
-// bits (both fuse the multiply-add), the baseline path rounds the product separately.
+// the vector width, so results do not depend on the batch size or the thread count, and AVX2 and
+// AVX-512 give the same bits. Both fuse each multiply-add where the compiler contracts a * b + c
+// (GCC in its default GNU mode, -std=gnu++20, and Clang by default; GCC with a strict -std=c++20
+// does not, which halves the speed and rounds each product); the baseline path (x86-64 without
+// AVX2, or another CPU) rounds the product separately, so its bits differ from theirs.
 #pragma once
 
 #include <cstddef>
