@@ -1,8 +1,10 @@
 // sparsepush/nn/layers.hpp: the layers of the reference CPU training backend, each a small
 // struct with forward/backward templated on the scalar (float for training, double for gradient
-// checks): dense, conv2d (im2col + Eigen GEMM), max/avg/global-average pooling, ReLU, flatten,
-// GroupNorm, EvoNorm-S0, and the numerically stable softmax cross-entropy. Activations are NCHW,
-// sample-major; a layer's parameters are one contiguous slice of the model's flat buffer.
+// checks): dense and conv2d (im2col, or shifted windows of the padded input, and the products of
+// gemm.hpp), max/avg/global-average pooling, ReLU, flatten, GroupNorm (with a fused
+// GroupNorm-ReLU-max-pool pass for inference), EvoNorm-S0, and the numerically stable softmax
+// cross-entropy. Activations are NCHW, sample-major; a layer's parameters are one contiguous
+// slice of the model's flat buffer.
 #pragma once
 
 #include <Eigen/Core>
@@ -74,17 +76,6 @@ T* grow(std::vector<T>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
 }
-
-template <class T>
-using mat_rm = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using map_rm = Eigen::Map<mat_rm<T>>;
-template <class T>
-using cmap_rm = Eigen::Map<const mat_rm<T>>;
-template <class T>
-using map_vec = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
-template <class T>
-using cmap_vec = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 
 inline Eigen::Index ix(std::size_t n) noexcept { return static_cast<Eigen::Index>(n); }
 

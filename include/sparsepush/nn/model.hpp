@@ -1,8 +1,10 @@
 // sparsepush/nn/model.hpp: a sequential model over one flat parameter buffer owned by the caller
 // (the decentralized library treats the whole model as one tensor): "mlp" (784-256-128-10, ReLU),
 // "cnn" (2 x [conv3x3 -> GroupNorm -> ReLU -> maxpool2], dense) and "cnn_evonorm" (EvoNorm-S0 in
-// place of GroupNorm + ReLU). Mean softmax cross-entropy with its gradient, prediction, and the
-// per-step device profile (parameters, activation bytes, FLOPs); float for training, double for checks.
+// place of GroupNorm + ReLU). Mean softmax cross-entropy with its gradient; an inference path
+// (logits, prediction: forward only, no backward caches, the training pass's logits bit for bit);
+// the per-step device profile (parameters, activation bytes, FLOPs); float for training, double
+// for checks.
 #pragma once
 
 #include <algorithm>
