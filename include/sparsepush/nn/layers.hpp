@@ -67,6 +67,7 @@ struct layer_scratch {
   std::vector<double> acc;
   std::vector<T> packed, packed2;  ///< transposed or padded operands of the matrix products
   std::vector<const T*> rows;       ///< row pointers of an operand made of shifted windows
+  std::vector<T> wide, flipped;     ///< conv2d: a product over padded rows; the flipped kernel
 };
 
 namespace detail {
@@ -345,7 +346,10 @@ struct conv2d {
     using namespace detail;
     const std::size_t R = fan_in(), P = out.h * out.w, Pp = gemm_pad<T>(P), Op = gemm_pad<T>(out_c);
     T* cols = padded_cols(s.cols, R, P);
-    T* dcols = dx ? grow(s.dcols, R * Pp) : nullptr;
+    // At stride 1, dx is the full convolution of dY with the flipped kernel: the forward's
+    // shifted-window product (no dcols, no col2im). Otherwise dcols = W^T dY, dx = col2im(dcols).
+    const T* full = dx && stride == 1 ? flip_kernel(p, s.flipped) : nullptr;
+    T* dcols = dx && !full ? grow(s.dcols, R * Pp) : nullptr;
     T* dyt = grow(s.packed, P * Op);
     T* dwt = grow(s.packed2, R * Op);
     T* db = dp + out_c * R;
@@ -375,7 +379,9 @@ struct conv2d {
       }
       gw.init = n ? gemm_init::accumulate : gemm_init::zero;
       gemm(gw);
-      if (dx) {
+      if (dx && full) {
+        full_conv_dx(full, dyn, dx + n * in.size(), s);
+      } else if (dx) {
         gx.b = dyn;
         gemm(gx);
         T* dxn = dx + n * in.size();
@@ -388,6 +394,46 @@ struct conv2d {
   }
 
  private:
+  /// Wf[c][(o k + i) k + j] = W[o][c][k - 1 - i][k - 1 - j]: the kernel of dx = conv(dY, Wf).
+  template <class T>
+  const T* flip_kernel(const T* p, std::vector<T>& buf) const {
+    const std::size_t kk = k * k, K = out_c * kk;
+    T* wf = detail::grow(buf, in.c * K);
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t c = 0; c < in.c; ++c)
+        for (std::size_t t = 0; t < kk; ++t) wf[c * K + o * kk + (kk - 1 - t)] = p[(o * in.c + c) * kk + t];
+    return wf;
+  }
+
+  /// Stride 1: dx[c][h][w] = sum over o, i, j of Wf[c][o, i, j] dYp[o][h + i][w + j], dYp being
+  /// dY zero-padded by k - 1 - pad: one product over rows of the padded width, as forward().
+  template <class T>
+  void full_conv_dx(const T* wf, const T* dyn, T* dxn, layer_scratch<T>& s) const {
+    using namespace detail;
+    const std::size_t q = k - 1 - pad, Hq = out.h + 2 * q, Wq = out.w + 2 * q, plane = Hq * Wq;
+    const std::size_t K = out_c * k * k, N = in.h * Wq;
+    T* dyp = grow(s.dcols, out_c * plane + Wq + 64);  // slack: the last windows read past the plane
+    T* wide = grow(s.wide, in.c * N);
+    std::fill(dyp, dyp + out_c * plane + Wq + 64, T(0));
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t h = 0; h < out.h; ++h)
+        std::copy(dyn + (o * out.h + h) * out.w, dyn + (o * out.h + h + 1) * out.w, dyp + o * plane + (h + q) * Wq + q);
+    std::vector<const T*>& rows = s.rows;
+    rows.resize(K);
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j) rows[(o * k + i) * k + j] = dyp + o * plane + i * Wq + j;
+    gemm_args<T> g;
+    g.a = wf, g.a_row = K, g.a_col = 1;
+    g.b_rows = rows.data(), g.b_padded = true;
+    g.c = wide, g.ldc = N;
+    g.m = in.c, g.n = N, g.k = K;
+    gemm(g);
+    for (std::size_t c = 0; c < in.c; ++c)
+      for (std::size_t h = 0; h < in.h; ++h)
+        std::copy(wide + c * N + h * Wq, wide + c * N + h * Wq + in.w, dxn + (c * in.h + h) * in.w);
+  }
+
   /// The im2col buffer: R rows of P values, rows padded to whole vectors (the padding is read
   /// by the products but only lands in columns they do not store).
   template <class T>
