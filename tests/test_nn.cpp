@@ -13,6 +13,7 @@
 #include <sparsepush/nn/model.hpp>
 #include <sparsepush/nn/optimizer.hpp>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -551,6 +552,44 @@ TEST_CASE("model: the inference path gives the training forward pass's logits bi
   CHECK_THROWS_AS(m.logits(p, x.data(), 1, nullptr, ws), config_error);
   CHECK_THROWS_AS(m.logits(std::span<const float>(p).first(3), x.data(), 1, out.data(), ws), size_error);
   CHECK_THROWS_AS(m.predict(p, x.data(), 0, nullptr, ws), size_error);
+}
+
+TEST_CASE("model: gradients and logits are the same bits run to run and on concurrent threads", "[nn]") {
+  const auto m = nn::model::make("cnn");
+  std::vector<float> p(m.num_params());
+  m.init(p, 41);
+  const std::size_t batch = 32;
+  const auto x = cast<float>(randn(batch * m.input_size(), 42));
+  std::vector<std::uint8_t> y(batch);
+  for (std::size_t b = 0; b < batch; ++b) y[b] = std::uint8_t(b % 10);
+  struct result {
+    float loss = 0;
+    std::vector<float> grad, logits;
+  };
+  auto compute = [&](result& r) {
+    nn::workspace ws;
+    r.grad.assign(p.size(), 0.f);
+    r.logits.assign(batch * 10, 0.f);
+    r.loss = m.loss_and_grad(p, x.data(), y.data(), batch, r.grad, ws);
+    m.logits(p, x.data(), batch, r.logits.data(), ws);
+  };
+  result first, again;
+  compute(first);
+  compute(again);
+  CHECK(first.loss == again.loss);
+  CHECK(first.grad == again.grad);
+  CHECK(first.logits == again.logits);
+  std::vector<result> threaded(4);
+  {
+    std::vector<std::thread> ts;  // no assertions inside: each thread only fills its result
+    for (auto& r : threaded) ts.emplace_back([&compute, &r] { compute(r); });
+    for (auto& t : ts) t.join();
+  }
+  for (const auto& r : threaded) {
+    CHECK(r.loss == first.loss);
+    CHECK(r.grad == first.grad);
+    CHECK(r.logits == first.logits);
+  }
 }
 
 TEST_CASE("model: profile counts parameters, activations and FLOPs linear in batch", "[nn]") {
