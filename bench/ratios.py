@@ -11,11 +11,13 @@ Standard library only.
 
 Usage:
   python3 bench/ratios.py --bench build/bench/sparsepush-bench [--filter REGEX] [--min-time S]
-  python3 bench/ratios.py --json results.json
+  python3 bench/ratios.py --json results.json [--torch-json torch.json]
 """
 
 import argparse
+import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -66,7 +68,46 @@ def parse_args():
     p.add_argument("--filter", help="passed as --benchmark_filter")
     p.add_argument("--min-time", type=float, help="passed as --benchmark_min_time (seconds)")
     p.add_argument("--save", help="also write the raw JSON to this file (with --bench)")
+    p.add_argument("--torch-json", help="read the PyTorch peer's result (torch_cnn.py --json) from this file")
+    p.add_argument("--no-torch", action="store_true", help="do not run the PyTorch peer")
     return p.parse_args()
+
+
+TORCH_PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "torch_cnn.py")
+
+
+def torch_result(args, batch):
+    """The PyTorch peer's result at this batch (a dict), or None when torch is not importable."""
+    if args.torch_json:
+        with open(args.torch_json, encoding="utf-8") as f:
+            return json.load(f)
+    if args.no_torch or importlib.util.find_spec("torch") is None:
+        return None
+    cmd = [sys.executable, TORCH_PEER, "--json", "--batch", str(batch), "--threads", "1"]
+    print("running: " + " ".join(cmd), file=sys.stderr)
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    if run.returncode != 0:
+        return None
+    return json.loads(run.stdout)
+
+
+def nn_rows(args, results):
+    """Rows of the training backend's table: images/s of ours, of the peer, and the ratio."""
+    rows = []
+    ips = {key: r["ips"] for key, r in results.items() if r.get("ips")}
+    for (name, a), rate in sorted(ips.items()):
+        if name == "TrainStep_cnn" and a == (32,):
+            peer = torch_result(args, 32)
+            if peer is not None:
+                what = f"torch {peer.get('torch_version', '?')} ({peer.get('cpu_capability', '?')}), 1 thread"
+                rows.append(f"| train step, cnn, batch 32 | {rate:,.0f} | {what} | "
+                            f"{peer['images_per_second']:,.0f} | {rate / peer['images_per_second']:.2f} |")
+        if name == "Inference_cnn":
+            base = [(k, v) for k, v in ips.items() if k[0] == "TrainForward_cnn"]
+            for (bname, bargs), brate in base:
+                rows.append(f"| inference, cnn, batch {a[0]} | {rate:,.0f} | training forward, batch {bargs[0]} | "
+                            f"{brate:,.0f} | {rate / brate:.2f} |")
+    return rows
 
 
 def load(args):
@@ -102,6 +143,8 @@ def collect(data):
             "us": statistics.median(b["real_time"] * TO_US[b.get("time_unit", "ns")] for b in bs),
             "bps": statistics.median(b.get("bytes_per_second", 0.0) for b in bs),
             "wire": bs[-1].get("wire_bytes"),
+            "ips": statistics.median(b.get("items_per_second", 0.0) for b in bs),
+            "label": bs[-1].get("label", ""),
         }
     return results
 
@@ -146,13 +189,23 @@ def main():
             if kernel == "TopK" and by_k and ratio > 1.0:
                 slower.append(f"TopK/{d}/{k} is {ratio:.2f}x slower than {base}")
 
-    if not rows:
+    nn = nn_rows(args, results)
+    if not rows and not nn:
         print("no kernel/baseline pairs in the results (check --filter)")
         return 1
-    print("| kernel | d | k (or args) | time (us) | GB/s of x | wire bytes | baseline | baseline (us) "
-          "| ratio (kernel / baseline) |")
-    print("|---|--:|--:|--:|--:|--:|---|--:|--:|")
-    print("\n".join(rows))
+    if rows:
+        print("| kernel | d | k (or args) | time (us) | GB/s of x | wire bytes | baseline | baseline (us) "
+              "| ratio (kernel / baseline) |")
+        print("|---|--:|--:|--:|--:|--:|---|--:|--:|")
+        print("\n".join(rows))
+    if nn:
+        label = next((r["label"] for (k, _), r in results.items() if k == "TrainStep_cnn" and r["label"]), "")
+        if rows:
+            print()
+        print(f"training backend (sparsepush products: {label or 'unknown'}), images/s:")
+        print("| what | sparsepush | peer | peer images/s | ratio (sparsepush / peer) |")
+        print("|---|--:|---|--:|--:|")
+        print("\n".join(nn))
     for line in slower:
         print(f"\nWARNING: {line}")
     return 0

@@ -577,7 +577,7 @@ int main(int argc, char** argv) {
       }
       return s;
     };
-    // evaluation scratch (batches of 256 test images, tens of MB for the cnn): one per thread
+    // evaluation scratch (the inference path: two activations of a few images): one per thread
     std::vector<sp::nn::workspace> eval_ws(std::max<std::size_t>(1, c.threads));
     // p_i of node i (global index) at `model` into `direction`: the next minibatch of its shard,
     // the gradient, then momentum (velocity updated; direction may be the velocity itself).
@@ -655,14 +655,9 @@ int main(int argc, char** argv) {
     auto lr = [&](std::uint32_t t) { return schedule_lr.at(std::min(t, train_rounds - 1), train_rounds); };
 
     // Evaluation of the nodes' models (in parallel, one workspace each) and of their average.
+    // The inference path (forward only, no backward caches): the training pass's logits, bit for bit.
     auto accuracy = [&](std::span<const float> params, std::size_t samples, sp::nn::workspace& w) {
-      std::vector<std::uint8_t> pred(256);
-      std::size_t right = 0;
-      for (std::size_t s = 0; s < samples; s += 256) {
-        const std::size_t b = std::min<std::size_t>(256, samples - s);
-        net.predict(params, fm.test.pixels.data() + s * in, b, pred.data(), w);
-        for (std::size_t j = 0; j < b; ++j) right += pred[j] == fm.test.labels[s + j];
-      }
+      const std::size_t right = net.count_correct(params, fm.test.pixels.data(), fm.test.labels.data(), samples, w);
       return static_cast<double>(right) / static_cast<double>(samples);
     };
     // Each process evaluates its own nodes, one model per thread at a time. In one process the
@@ -774,6 +769,7 @@ int main(int argc, char** argv) {
     json summary;
     double first_loss = -1;
     double train_seconds = 0;  // time inside rounds only (no loading, no evaluation)
+    double eval_seconds = 0;   // time inside evaluations (every node's model and the averaged one)
     // Checkpoint after round `next - 1`: this rank's nodes (the algorithm's state and ledger), their
     // data positions, momentum and last losses, then (all ranks written) rank 0's manifest; each
     // rank keeps its previous file until the next checkpoint is complete.
@@ -876,10 +872,12 @@ int main(int argc, char** argv) {
         const bool eval_now = (t + 1) % eval_every == 0 || last;
         if (eval_now) {
           double divergence = 0.0;
+          const auto e0 = std::chrono::steady_clock::now();
           ev = evaluate(alg,
                         last ? (c.final_eval_samples ? std::min<std::size_t>(c.final_eval_samples, fm.test.count) : fm.test.count)
                              : std::min<std::size_t>(c.eval_samples, fm.test.count),
                         divergence);
+          eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
           rep = report(alg, t, divergence);
           bytes_now = rep.bytes_sent;
           const bool drifted = !std::isfinite(rep.parameter_divergence) || rep.parameter_divergence > 1e6;
@@ -962,6 +960,7 @@ int main(int argc, char** argv) {
                  {"ranks", cl.ranks},
                  {"wall_seconds", wall},
                  {"train_seconds", train_seconds},
+                 {"eval_seconds", eval_seconds},
                  {"train_images_per_second", static_cast<double>(train_rounds) * c.batch * n / train_seconds},
                  {"device_profile",
                   {{"one_device", {{"batch", c.batch * n}, {"parameters", one.parameters}, {"activation_bytes", one.activation_bytes}, {"flops_per_step", one.flops}}},

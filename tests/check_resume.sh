@@ -25,7 +25,7 @@ kill_session() {
   done
 }
 # the summary without the fields that measure time or buffer capacity, or say where it ran
-strip() { grep -vE '"(wall_seconds|train_seconds|train_images_per_second|state_bytes_per_node|ranks|transport)"' "$1"; }
+strip() { grep -vE '"(wall_seconds|train_seconds|eval_seconds|train_images_per_second|state_bytes_per_node|ranks|transport)"' "$1"; }
 # the log without its wall-clock column
 strip_log() { cut -d, -f1-10 "$1"; }
 

@@ -9,9 +9,12 @@
 #include <limits>
 #include <numbers>
 #include <random>
+#include <sparsepush/nn/gemm.hpp>
 #include <sparsepush/nn/model.hpp>
 #include <sparsepush/nn/optimizer.hpp>
 #include <string>
+#include <thread>
+#include <variant>
 #include <vector>
 
 using namespace sparsepush;
@@ -121,6 +124,80 @@ std::vector<T> cast(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+TEST_CASE("gemm: every tile shape, init and instruction set matches a naive product", "[nn]") {
+  using namespace nn::detail;
+  std::mt19937_64 gen(17);
+  const std::vector<simd_level> levels{simd_level::baseline, simd_level::avx2, simd_level::avx512};
+  INFO("this CPU runs " << simd_name(simd_supported()));
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t m = 1 + gen() % 40, n = 1 + gen() % 70, k = gen() % 50;
+    const bool a_transposed = gen() % 2, padded = gen() % 2;
+    const auto init = gemm_init(gen() % 4);
+    const std::size_t ldb = padded ? gemm_pad<float>(n) + 16 * (gen() % 2) : n + gen() % 3;
+    const std::size_t ldc = n + gen() % 3;
+    const auto a = cast<float>(randn(m * k, 100 + trial));
+    // B exactly as long as its rows need (a padded B holds whole vectors): reads past it would be caught by ASan
+    const auto b = cast<float>(randn(k ? (k - 1) * ldb + (padded ? gemm_pad<float>(n) : n) : 0, 200 + trial));
+    const auto bias = cast<float>(randn(std::max(m, gemm_pad<float>(n)), 300 + trial));
+    const auto c0 = cast<float>(randn(m * ldc, 400 + trial));
+    gemm_args<float> g;
+    g.a = a.data(), g.a_row = a_transposed ? 1 : k, g.a_col = a_transposed ? m : 1;
+    g.b = b.data(), g.ldb = ldb, g.b_padded = padded;
+    g.ldc = ldc, g.m = m, g.n = n, g.k = k, g.init = init, g.bias = bias.data();
+    std::vector<std::vector<float>> out;
+    for (const auto level : levels) {
+      std::vector<float> c = c0;
+      g.c = c.data();
+      gemm(g, level);
+      out.push_back(c);
+    }
+    INFO("m " << m << ", n " << n << ", k " << k << ", init " << int(init) << ", padded " << padded);
+    double worst = 0;
+    bool untouched = true;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < ldc; ++j) {
+        const std::size_t at = i * ldc + j;
+        if (j >= n) {  // past column n: never written
+          for (const auto& c : out) untouched = untouched && c[at] == c0[at];
+          continue;
+        }
+        double ref = init == gemm_init::zero         ? 0.0
+                     : init == gemm_init::accumulate ? c0[at]
+                     : init == gemm_init::row_bias   ? bias[i]
+                                                     : bias[j];
+        double scale = std::abs(ref);
+        for (std::size_t q = 0; q < k; ++q) {
+          const double t = double(a[i * g.a_row + q * g.a_col]) * double(b[q * ldb + j]);
+          ref += t;
+          scale += std::abs(t);
+        }
+        for (const auto& c : out) worst = std::max(worst, std::abs(c[at] - ref) / (scale + 1e-30));
+      }
+    CHECK(worst < 1e-6);
+    CHECK(untouched);
+    CHECK(out[1] == out[2]);  // AVX2 and AVX-512 round alike (both fuse the multiply-add, or neither)
+  }
+}
+
+TEST_CASE("dense and conv2d: a sample's output does not depend on the batch around it", "[nn]") {
+  const nn::dense d({3, 8, 8}, 10);
+  const nn::conv2d c({3, 9, 9}, 5, 3, 1, 1);
+  const auto pd = cast<float>(randn(d.num_params(), 21)), pc = cast<float>(randn(c.num_params(), 22));
+  const std::size_t batch = 13;
+  const auto x = cast<float>(randn(batch * 192, 23)), xc = cast<float>(randn(batch * 243, 24));
+  nn::layer_scratch<float> s;
+  std::vector<float> yd(batch * 10), yc(batch * c.out_shape().size());
+  d.forward(pd.data(), x.data(), yd.data(), batch, s);
+  c.forward(pc.data(), xc.data(), yc.data(), batch, s);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::vector<float> one(10), onec(c.out_shape().size());
+    d.forward(pd.data(), x.data() + b * 192, one.data(), 1, s);
+    c.forward(pc.data(), xc.data() + b * 243, onec.data(), 1, s);
+    CHECK(std::equal(one.begin(), one.end(), yd.begin() + std::ptrdiff_t(b * 10)));
+    CHECK(std::equal(onec.begin(), onec.end(), yc.begin() + std::ptrdiff_t(b * onec.size())));
+  }
+}
 
 TEST_CASE("dense: gradients match finite differences", "[nn]") {
   check_layer(nn::dense({2, 3, 2}, 5), 3, 1);
@@ -411,6 +488,107 @@ TEST_CASE("model: predict is the argmax, the workspace is reusable across batch 
     std::uint8_t one = 255;
     m.predict(p, x.data() + i * 784, 1, &one, ws);
     CHECK(one == pred[i]);
+  }
+}
+
+TEST_CASE("model: the inference path gives the training forward pass's logits bit for bit", "[nn]") {
+  struct cfg {
+    std::string name;
+    std::size_t c, h, w, classes;
+  };
+  // full size, and odd sizes (pools drop a row and a column; the fused norm-relu-pool must too)
+  for (const auto& [name, ch, h, w, classes] : {cfg{"mlp", 1, 28, 28, 10}, cfg{"cnn", 1, 28, 28, 10},
+                                                 cfg{"cnn_evonorm", 1, 28, 28, 10}, cfg{"cnn", 2, 11, 9, 3}}) {
+    const auto m = nn::model::make(name, ch, h, w, classes);
+    std::vector<float> p(m.num_params());
+    m.init(p, 31);
+    const auto jitter = cast<float>(randn(p.size(), 32, 0.05));  // norm scales and biases off their init
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] += jitter[i];
+    const std::size_t batch = 2 * nn::model::inference_chunk + 5;  // whole chunks and a ragged one
+    const auto x = cast<float>(randn(batch * m.input_size(), 33));
+    std::vector<std::uint8_t> y(batch);
+    for (std::size_t b = 0; b < batch; ++b) y[b] = std::uint8_t((b * 3 + 1) % m.num_classes());
+    // the training forward pass, layer by layer over the whole batch (as loss_and_grad runs it)
+    nn::layer_scratch<float> s;
+    std::vector<float> cur(x);
+    for (std::size_t i = 0; i < m.layers().size(); ++i) {
+      const std::size_t out = std::visit([](const auto& l) { return l.out_shape().size(); }, m.layers()[i]);
+      std::vector<float> next(batch * out);
+      std::visit([&](const auto& l) { l.forward(p.data() + m.param_offset(i), cur.data(), next.data(), batch, s); },
+                 m.layers()[i]);
+      cur = std::move(next);
+    }
+    nn::workspace ws;
+    std::vector<float> logits(batch * m.num_classes(), std::numeric_limits<float>::quiet_NaN());
+    m.logits(p, x.data(), batch, logits.data(), ws);
+    INFO(name);
+    CHECK(logits == cur);
+    // the loss from these logits is the training pass's loss, to the bit
+    const double from_logits = nn::softmax_cross_entropy<float>(logits.data(), y.data(), batch, m.num_classes(), nullptr);
+    CHECK(float(from_logits) == m.loss(p, x.data(), y.data(), batch, ws));
+    std::vector<float> g(p.size());
+    CHECK(float(from_logits) == m.loss_and_grad(p, x.data(), y.data(), batch, g, ws));
+    // one image at a time gives the same logits; predict is their argmax
+    for (std::size_t b = 0; b < batch; b += 7) {
+      std::vector<float> one(m.num_classes());
+      m.logits(p, x.data() + b * m.input_size(), 1, one.data(), ws);
+      CHECK(std::equal(one.begin(), one.end(), logits.begin() + std::ptrdiff_t(b * m.num_classes())));
+    }
+    std::vector<std::uint8_t> pred(batch);
+    m.predict(p, x.data(), batch, pred.data(), ws);
+    std::size_t right = 0;
+    for (std::size_t b = 0; b < batch; ++b) {
+      const float* z = logits.data() + b * m.num_classes();
+      CHECK(pred[b] == std::max_element(z, z + m.num_classes()) - z);
+      right += pred[b] == y[b];
+    }
+    CHECK(m.count_correct(p, x.data(), y.data(), batch, ws) == right);
+  }
+  // bad input: named errors
+  const auto m = nn::model::make("mlp", 1, 4, 4, 3);
+  std::vector<float> p(m.num_params()), x(16), out(3);
+  nn::workspace ws;
+  CHECK_THROWS_AS(m.logits(p, x.data(), 0, out.data(), ws), size_error);
+  CHECK_THROWS_AS(m.logits(p, x.data(), 1, nullptr, ws), config_error);
+  CHECK_THROWS_AS(m.logits(std::span<const float>(p).first(3), x.data(), 1, out.data(), ws), size_error);
+  CHECK_THROWS_AS(m.predict(p, x.data(), 0, nullptr, ws), size_error);
+}
+
+TEST_CASE("model: gradients and logits are the same bits run to run and on concurrent threads", "[nn]") {
+  const auto m = nn::model::make("cnn");
+  std::vector<float> p(m.num_params());
+  m.init(p, 41);
+  const std::size_t batch = 32;
+  const auto x = cast<float>(randn(batch * m.input_size(), 42));
+  std::vector<std::uint8_t> y(batch);
+  for (std::size_t b = 0; b < batch; ++b) y[b] = std::uint8_t(b % 10);
+  struct result {
+    float loss = 0;
+    std::vector<float> grad, logits;
+  };
+  auto compute = [&](result& r) {
+    nn::workspace ws;
+    r.grad.assign(p.size(), 0.f);
+    r.logits.assign(batch * 10, 0.f);
+    r.loss = m.loss_and_grad(p, x.data(), y.data(), batch, r.grad, ws);
+    m.logits(p, x.data(), batch, r.logits.data(), ws);
+  };
+  result first, again;
+  compute(first);
+  compute(again);
+  CHECK(first.loss == again.loss);
+  CHECK(first.grad == again.grad);
+  CHECK(first.logits == again.logits);
+  std::vector<result> threaded(4);
+  {
+    std::vector<std::thread> ts;  // no assertions inside: each thread only fills its result
+    for (auto& r : threaded) ts.emplace_back([&compute, &r] { compute(r); });
+    for (auto& t : ts) t.join();
+  }
+  for (const auto& r : threaded) {
+    CHECK(r.loss == first.loss);
+    CHECK(r.grad == first.grad);
+    CHECK(r.logits == first.logits);
   }
 }
 

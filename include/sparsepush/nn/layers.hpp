@@ -1,8 +1,10 @@
 // sparsepush/nn/layers.hpp: the layers of the reference CPU training backend, each a small
 // struct with forward/backward templated on the scalar (float for training, double for gradient
-// checks): dense, conv2d (im2col + Eigen GEMM), max/avg/global-average pooling, ReLU, flatten,
-// GroupNorm, EvoNorm-S0, and the numerically stable softmax cross-entropy. Activations are NCHW,
-// sample-major; a layer's parameters are one contiguous slice of the model's flat buffer.
+// checks): dense and conv2d (im2col, or shifted windows of the padded input, and the products of
+// gemm.hpp), max/avg/global-average pooling, ReLU, flatten, GroupNorm (with a fused
+// GroupNorm-ReLU-max-pool pass for inference), EvoNorm-S0, and the numerically stable softmax
+// cross-entropy. Activations are NCHW, sample-major; a layer's parameters are one contiguous
+// slice of the model's flat buffer.
 #pragma once
 
 #include <Eigen/Core>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "gemm.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -62,6 +65,9 @@ template <std::floating_point T>
 struct layer_scratch {
   std::vector<T> cols, dcols;
   std::vector<double> acc;
+  std::vector<T> packed, packed2;  ///< transposed or padded operands of the matrix products
+  std::vector<const T*> rows;       ///< row pointers of an operand made of shifted windows
+  std::vector<T> wide, flipped;     ///< conv2d: a product over padded rows; the flipped kernel
 };
 
 namespace detail {
@@ -71,17 +77,6 @@ T* grow(std::vector<T>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
 }
-
-template <class T>
-using mat_rm = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using map_rm = Eigen::Map<mat_rm<T>>;
-template <class T>
-using cmap_rm = Eigen::Map<const mat_rm<T>>;
-template <class T>
-using map_vec = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
-template <class T>
-using cmap_vec = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 
 inline Eigen::Index ix(std::size_t n) noexcept { return static_cast<Eigen::Index>(n); }
 
@@ -133,16 +128,39 @@ struct dense {
     detail::fill_value(p + out * in.size(), out, T(0));
   }
 
+  /// Y = X W^T + b: W^T is packed with its rows padded (so the product reads whole vectors); each
+  /// output is b then the products in input order, whatever the batch size.
   template <std::floating_point T>
-  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>& s) const {
+    forward_packed(pack(p, s.packed), x, y, batch);
+  }
+
+  /// W^T (in x out, rows padded to whole vectors) and then b, as forward_packed() takes them.
+  template <std::floating_point T>
+  const T* pack(const T* p, std::vector<T>& buf) const {
+    const std::size_t n = in.size(), op = detail::gemm_pad<T>(out);
+    T* wt = detail::grow(buf, (n + 1) * op);
+    for (std::size_t o = 0; o < out; ++o) {
+      const T* wr = p + o * n;
+      for (std::size_t i = 0; i < n; ++i) wt[i * op + o] = wr[i];
+    }
+    for (std::size_t i = 0; i <= n; ++i) std::fill(wt + i * op + out, wt + (i + 1) * op, T(0));
+    std::copy(p + out * n, p + out * n + out, wt + n * op);
+    return wt;
+  }
+
+  /// forward() with the weights packed once by pack() (the inference path reuses them).
+  template <std::floating_point T>
+  void forward_packed(const T* wt, const T* x, T* y, std::size_t batch) const {
     using namespace detail;
-    const std::size_t n = in.size();
-    cmap_rm<T> W(p, ix(out), ix(n));
-    cmap_vec<T> b(p + out * n, ix(out));
-    cmap_rm<T> X(x, ix(batch), ix(n));
-    map_rm<T> Y(y, ix(batch), ix(out));
-    Y.noalias() = X * W.transpose();
-    Y.rowwise() += b.transpose();
+    const std::size_t n = in.size(), op = gemm_pad<T>(out);
+    gemm_args<T> g;
+    g.a = x, g.a_row = n, g.a_col = 1;
+    g.b = wt, g.ldb = op, g.b_padded = true;
+    g.c = y, g.ldc = out;
+    g.m = batch, g.n = out, g.k = n;
+    g.init = gemm_init::col_bias, g.bias = wt + n * op;
+    gemm(g);
   }
 
   /// dp (this layer's slice) is overwritten; dx is skipped when null.
@@ -151,16 +169,23 @@ struct dense {
                 layer_scratch<T>&) const {
     using namespace detail;
     const std::size_t n = in.size();
-    cmap_rm<T> X(x, ix(batch), ix(n));
-    cmap_rm<T> dY(dy, ix(batch), ix(out));
-    map_rm<T> dW(dp, ix(out), ix(n));
-    map_vec<T> db(dp + out * n, ix(out));
-    dW.noalias() = dY.transpose() * X;
-    db = dY.colwise().sum().transpose();
+    gemm_args<T> g;  // dW = dY^T X
+    g.a = dy, g.a_row = 1, g.a_col = out;
+    g.b = x, g.ldb = n;
+    g.c = dp, g.ldc = n;
+    g.m = out, g.n = n, g.k = batch;
+    gemm(g);
+    T* db = dp + out * n;
+    std::fill(db, db + out, T(0));
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t o = 0; o < out; ++o) db[o] += dy[b * out + o];
     if (dx) {
-      cmap_rm<T> W(p, ix(out), ix(n));
-      map_rm<T> dX(dx, ix(batch), ix(n));
-      dX.noalias() = dY * W;
+      gemm_args<T> h;  // dX = dY W
+      h.a = dy, h.a_row = out, h.a_col = 1;
+      h.b = p, h.ldb = n;
+      h.c = dx, h.ldc = n;
+      h.m = batch, h.n = n, h.k = out;
+      gemm(h);
     }
   }
 };
@@ -203,7 +228,12 @@ struct conv2d {
   /// cols[(c k + i) k + j][oh ow + ow] = x[c][oh s - pad + i][ow s - pad + j] (0 outside).
   template <std::floating_point T>
   void im2col(const T* x, T* cols) const {
-    const std::size_t P = out.h * out.w;
+    im2col(x, cols, out.h * out.w);
+  }
+  /// The same with rows `ld` >= oh ow apart (the columns past oh ow are left as they are).
+  template <std::floating_point T>
+  void im2col(const T* x, T* cols, std::size_t ld) const {
+    const std::size_t P = ld;
     for (std::size_t c = 0; c < in.c; ++c)
       for (std::size_t i = 0; i < k; ++i)
         for (std::size_t j = 0; j < k; ++j) {
@@ -232,7 +262,12 @@ struct conv2d {
   /// The adjoint of im2col: dx[...] += cols[...] (dx is not cleared).
   template <std::floating_point T>
   void col2im(const T* cols, T* dx) const {
-    const std::size_t P = out.h * out.w;
+    col2im(cols, dx, out.h * out.w);
+  }
+  /// The same with rows `ld` >= oh ow apart.
+  template <std::floating_point T>
+  void col2im(const T* cols, T* dx, std::size_t ld) const {
+    const std::size_t P = ld;
     for (std::size_t c = 0; c < in.c; ++c)
       for (std::size_t i = 0; i < k; ++i)
         for (std::size_t j = 0; j < k; ++j) {
@@ -253,51 +288,159 @@ struct conv2d {
         }
   }
 
+  /// Per sample: Y = W cols + b with cols = im2col(x) (R x P, rows padded to whole vectors). At
+  /// stride 1, when the columns would outnumber the outputs (R > out_c), the columns are not
+  /// built: row (c, i, j) of cols is a shifted window of the zero-padded input, and the product
+  /// runs over rows of the padded width (its extra columns are dropped). Both give the same bits:
+  /// the same products, zeros included, in the same order.
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>& s) const {
     using namespace detail;
     const std::size_t R = fan_in(), P = out.h * out.w;
-    T* cols = grow(s.cols, R * P);
-    cmap_rm<T> W(p, ix(out_c), ix(R));
-    cmap_vec<T> b(p + out_c * R, ix(out_c));
-    map_rm<T> C(cols, ix(R), ix(P));
+    gemm_args<T> g;
+    g.a = p, g.a_row = R, g.a_col = 1;
+    g.b_padded = true;
+    g.m = out_c, g.k = R;
+    g.init = gemm_init::row_bias, g.bias = p + out_c * R;
+    if (stride == 1 && R > out_c) {
+      const std::size_t Hp = in.h + 2 * pad, Wp = in.w + 2 * pad, plane = Hp * Wp, N = out.h * Wp;
+      T* xp = grow(s.cols, in.c * plane + Wp + 64);  // slack: the last windows read past the plane
+      T* wide = grow(s.dcols, out_c * N);
+      std::vector<const T*>& rows = s.rows;
+      rows.resize(R);
+      for (std::size_t c = 0; c < in.c; ++c)
+        for (std::size_t i = 0; i < k; ++i)
+          for (std::size_t j = 0; j < k; ++j) rows[(c * k + i) * k + j] = xp + c * plane + i * Wp + j;
+      std::fill(xp, xp + in.c * plane + Wp + 64, T(0));
+      g.b_rows = rows.data();
+      g.c = wide, g.ldc = N, g.n = N;
+      for (std::size_t n = 0; n < batch; ++n) {
+        const T* xn = x + n * in.size();
+        for (std::size_t c = 0; c < in.c; ++c)
+          for (std::size_t h = 0; h < in.h; ++h)
+            std::copy(xn + (c * in.h + h) * in.w, xn + (c * in.h + h + 1) * in.w, xp + c * plane + (h + pad) * Wp + pad);
+        gemm(g);
+        T* yn = y + n * out.size();
+        for (std::size_t o = 0; o < out_c; ++o)
+          for (std::size_t h = 0; h < out.h; ++h)
+            std::copy(wide + o * N + h * Wp, wide + o * N + h * Wp + out.w, yn + (o * out.h + h) * out.w);
+      }
+      return;
+    }
+    const std::size_t Pp = gemm_pad<T>(P);
+    T* cols = padded_cols(s.cols, R, P);
+    g.b = cols, g.ldb = Pp;
+    g.ldc = P, g.n = P;
     for (std::size_t n = 0; n < batch; ++n) {
-      im2col(x + n * in.size(), cols);
-      map_rm<T> Y(y + n * out.size(), ix(out_c), ix(P));
-      Y.noalias() = W * C;
-      Y.colwise() += b;
+      im2col(x + n * in.size(), cols, Pp);
+      g.c = y + n * out.size();
+      gemm(g);
     }
   }
 
+  /// Per sample: dW^T (R x out_c) += cols dY^T (dY^T packed, rows padded), db += row sums of dY,
+  /// dcols = W^T dY, dx = col2im(dcols). dW^T goes into dp transposed at the end.
   template <std::floating_point T>
   void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
                 layer_scratch<T>& s) const {
     using namespace detail;
-    const std::size_t R = fan_in(), P = out.h * out.w;
-    T* cols = grow(s.cols, R * P);
-    T* dcols = dx ? grow(s.dcols, R * P) : nullptr;
-    cmap_rm<T> W(p, ix(out_c), ix(R));
-    map_rm<T> dW(dp, ix(out_c), ix(R));
-    map_vec<T> db(dp + out_c * R, ix(out_c));
-    dW.setZero();
-    db.setZero();
-    map_rm<T> C(cols, ix(R), ix(P));
+    const std::size_t R = fan_in(), P = out.h * out.w, Pp = gemm_pad<T>(P), Op = gemm_pad<T>(out_c);
+    T* cols = padded_cols(s.cols, R, P);
+    // At stride 1, dx is the full convolution of dY with the flipped kernel: the forward's
+    // shifted-window product (no dcols, no col2im). Otherwise dcols = W^T dY, dx = col2im(dcols).
+    const T* full = dx && stride == 1 ? flip_kernel(p, s.flipped) : nullptr;
+    T* dcols = dx && !full ? grow(s.dcols, R * Pp) : nullptr;
+    T* dyt = grow(s.packed, P * Op);
+    T* dwt = grow(s.packed2, R * Op);
+    T* db = dp + out_c * R;
+    std::fill(db, db + out_c, T(0));
+    for (std::size_t q = 0; q < P; ++q) std::fill(dyt + q * Op + out_c, dyt + (q + 1) * Op, T(0));
+    gemm_args<T> gw;  // dW^T (+)= cols dY^T
+    gw.a = cols, gw.a_row = Pp, gw.a_col = 1;
+    gw.b = dyt, gw.ldb = Op, gw.b_padded = true;
+    gw.c = dwt, gw.ldc = Op;
+    gw.m = R, gw.n = out_c, gw.k = P;
+    gemm_args<T> gx;  // dcols = W^T dY
+    gx.a = p, gx.a_row = 1, gx.a_col = R;
+    gx.ldb = P;
+    gx.c = dcols, gx.ldc = Pp;
+    gx.m = R, gx.n = P, gx.k = out_c;
     for (std::size_t n = 0; n < batch; ++n) {
-      cmap_rm<T> dY(dy + n * out.size(), ix(out_c), ix(P));
-      im2col(x + n * in.size(), cols);
-      dW.noalias() += dY * C.transpose();
-      db += dY.rowwise().sum();
-      if (dx) {
-        map_rm<T> dC(dcols, ix(R), ix(P));
-        dC.noalias() = W.transpose() * dY;
+      const T* dyn = dy + n * out.size();
+      im2col(x + n * in.size(), cols, Pp);
+      for (std::size_t o = 0; o < out_c; ++o) {
+        const T* r = dyn + o * P;
+        T acc = db[o];
+        for (std::size_t q = 0; q < P; ++q) {
+          dyt[q * Op + o] = r[q];
+          acc += r[q];
+        }
+        db[o] = acc;
+      }
+      gw.init = n ? gemm_init::accumulate : gemm_init::zero;
+      gemm(gw);
+      if (dx && full) {
+        full_conv_dx(full, dyn, dx + n * in.size(), s);
+      } else if (dx) {
+        gx.b = dyn;
+        gemm(gx);
         T* dxn = dx + n * in.size();
         std::fill(dxn, dxn + in.size(), T(0));
-        col2im(dcols, dxn);
+        col2im(dcols, dxn, Pp);
       }
     }
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t r = 0; r < R; ++r) dp[o * R + r] = dwt[r * Op + o];
   }
 
  private:
+  /// Wf[c][(o k + i) k + j] = W[o][c][k - 1 - i][k - 1 - j]: the kernel of dx = conv(dY, Wf).
+  template <class T>
+  const T* flip_kernel(const T* p, std::vector<T>& buf) const {
+    const std::size_t kk = k * k, K = out_c * kk;
+    T* wf = detail::grow(buf, in.c * K);
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t c = 0; c < in.c; ++c)
+        for (std::size_t t = 0; t < kk; ++t) wf[c * K + o * kk + (kk - 1 - t)] = p[(o * in.c + c) * kk + t];
+    return wf;
+  }
+
+  /// Stride 1: dx[c][h][w] = sum over o, i, j of Wf[c][o, i, j] dYp[o][h + i][w + j], dYp being
+  /// dY zero-padded by k - 1 - pad: one product over rows of the padded width, as forward().
+  template <class T>
+  void full_conv_dx(const T* wf, const T* dyn, T* dxn, layer_scratch<T>& s) const {
+    using namespace detail;
+    const std::size_t q = k - 1 - pad, Hq = out.h + 2 * q, Wq = out.w + 2 * q, plane = Hq * Wq;
+    const std::size_t K = out_c * k * k, N = in.h * Wq;
+    T* dyp = grow(s.dcols, out_c * plane + Wq + 64);  // slack: the last windows read past the plane
+    T* wide = grow(s.wide, in.c * N);
+    std::fill(dyp, dyp + out_c * plane + Wq + 64, T(0));
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t h = 0; h < out.h; ++h)
+        std::copy(dyn + (o * out.h + h) * out.w, dyn + (o * out.h + h + 1) * out.w, dyp + o * plane + (h + q) * Wq + q);
+    std::vector<const T*>& rows = s.rows;
+    rows.resize(K);
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j) rows[(o * k + i) * k + j] = dyp + o * plane + i * Wq + j;
+    gemm_args<T> g;
+    g.a = wf, g.a_row = K, g.a_col = 1;
+    g.b_rows = rows.data(), g.b_padded = true;
+    g.c = wide, g.ldc = N;
+    g.m = in.c, g.n = N, g.k = K;
+    gemm(g);
+    for (std::size_t c = 0; c < in.c; ++c)
+      for (std::size_t h = 0; h < in.h; ++h)
+        std::copy(wide + c * N + h * Wq, wide + c * N + h * Wq + in.w, dxn + (c * in.h + h) * in.w);
+  }
+
+  /// The im2col buffer: R rows of P values, rows padded to whole vectors (the padding is read
+  /// by the products but only lands in columns they do not store).
+  template <class T>
+  static T* padded_cols(std::vector<T>& buf, std::size_t R, std::size_t P) {
+    return detail::grow(buf, R * detail::gemm_pad<T>(P));
+  }
+
   /// Output columns [lo, hi) whose input column ow s - pad + j lies inside [0, width).
   std::pair<std::size_t, std::size_t> valid_range(std::size_t j, std::size_t width, std::size_t out_w) const {
     const std::size_t lo = j >= pad ? 0 : std::min(out_w, (pad - j + stride - 1) / stride);
@@ -579,16 +722,43 @@ struct group_norm {
 
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
-    using namespace detail;
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     for (std::size_t m = 0; m < batch * groups; ++m) {
-      const auto [mean, var] = mean_var(x + m * n, n);
+      const auto [mean, var] = detail::mean_var(x + m * n, n);
       const double rstd = 1.0 / std::sqrt(var + eps);
       for (std::size_t cc = 0; cc < cpg; ++cc) {
-        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
-        const T a = T(double(p[c]) * rstd);
-        const T b = T(double(p[in.c + c]) - double(p[c]) * rstd * mean);
-        marr<T>(y + off, ix(hw)) = carr<T>(x + off, ix(hw)) * a + b;
+        const std::size_t off = m * n + cc * hw;
+        const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
+        for (std::size_t i = 0; i < hw; ++i) y[off + i] = affine(x[off + i], a, b);
+      }
+    }
+  }
+
+  /// Inference: this layer, then ReLU, then a 2x2 max pool of stride 2 (floor), in one pass: the
+  /// values forward(), relu and max_pool2d give one after the other, bit for bit (the same
+  /// products, the same comparisons), without writing the two full-size activations between them.
+  template <std::floating_point T>
+  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch) const {
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    const std::size_t oh = in.h / 2, ow = in.w / 2;
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const auto [mean, var] = detail::mean_var(x + m * n, n);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
+        const T* xc = x + m * n + cc * hw;
+        T* yc = y + (m * cpg + cc) * oh * ow;
+        for (std::size_t r = 0; r < oh; ++r) {
+          const T* r0 = xc + 2 * r * in.w;
+          const T* r1 = r0 + in.w;
+          T* yr = yc + r * ow;
+          for (std::size_t q = 0; q < ow; ++q) {
+            const T v0 = relu_of(affine(r0[2 * q], a, b)), v1 = relu_of(affine(r0[2 * q + 1], a, b));
+            const T v2 = relu_of(affine(r1[2 * q], a, b)), v3 = relu_of(affine(r1[2 * q + 1], a, b));
+            const T ab = v1 > v0 ? v1 : v0, cd = v3 > v2 ? v3 : v2;  // max_pool2d's comparisons
+            yr[q] = cd > ab ? cd : ab;
+          }
+        }
       }
     }
   }
@@ -626,6 +796,22 @@ struct group_norm {
       }
     }
     for (std::size_t i = 0; i < 2 * in.c; ++i) dp[i] = T(acc[i]);
+  }
+
+ private:
+  /// y = x a + b: the one expression both forward passes use.
+  template <class T>
+  static T affine(T x, T a, T b) noexcept {
+    return x * a + b;
+  }
+  template <class T>
+  static T relu_of(T v) noexcept {
+    return v > T(0) ? v : T(0);
+  }
+  /// Channel c's a = gamma_c rstd and b = beta_c - gamma_c rstd mean.
+  template <class T>
+  std::pair<T, T> channel_affine(const T* p, std::size_t c, double mean, double rstd) const {
+    return {T(double(p[c]) * rstd), T(double(p[in.c + c]) - double(p[c]) * rstd * mean)};
   }
 };
 

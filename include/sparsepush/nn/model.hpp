@@ -1,8 +1,10 @@
 // sparsepush/nn/model.hpp: a sequential model over one flat parameter buffer owned by the caller
 // (the decentralized library treats the whole model as one tensor): "mlp" (784-256-128-10, ReLU),
 // "cnn" (2 x [conv3x3 -> GroupNorm -> ReLU -> maxpool2], dense) and "cnn_evonorm" (EvoNorm-S0 in
-// place of GroupNorm + ReLU). Mean softmax cross-entropy with its gradient, prediction, and the
-// per-step device profile (parameters, activation bytes, FLOPs); float for training, double for checks.
+// place of GroupNorm + ReLU). Mean softmax cross-entropy with its gradient; an inference path
+// (logits, prediction: forward only, no backward caches, the training pass's logits bit for bit);
+// the per-step device profile (parameters, activation bytes, FLOPs); float for training, double
+// for checks.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +43,9 @@ struct net_scratch {
   std::vector<T> acts;            ///< every layer's output, batch-major per layer
   std::vector<T> grad_a, grad_b;  ///< ping-pong buffers of d(loss)/d(activation)
   layer_scratch<T> layer;
+  std::vector<T> infer_a, infer_b;  ///< inference: ping-pong activations of one chunk
+  std::vector<T> logits;            ///< inference: the logits of predict() and count_correct()
+  std::vector<std::vector<T>> infer_packed;  ///< inference: each dense layer's packed weights
 };
 }  // namespace detail
 
@@ -187,7 +192,24 @@ class model {
     return run<double>(params, images, labels, batch, nullptr, ws, "loss");
   }
 
-  /// out[b] = argmax of the logits of image b (the lowest class on ties).
+  /// Images the inference path pushes through all layers at a time (its buffers hold two
+  /// activations of this many images, about 0.8 MB for the cnn): small enough to stay in cache.
+  static constexpr std::size_t inference_chunk = 8;
+
+  /// Inference: the logits of `batch` images into out (batch x num_classes()), forward only, with
+  /// no backward caches and no gradient buffers, in chunks of inference_chunk images whatever the
+  /// batch. Every layer computes a sample independently of its batch, so these are the same bits
+  /// as the training forward pass (loss, loss_and_grad) gives.
+  void logits(std::span<const float> params, const float* images, std::size_t batch, float* out,
+              workspace& ws) const {
+    logits_impl<float>(params, images, batch, out, ws, "logits");
+  }
+  void logits(std::span<const double> params, const double* images, std::size_t batch, double* out,
+              workspace& ws) const {
+    logits_impl<double>(params, images, batch, out, ws, "logits");
+  }
+
+  /// out[b] = argmax of the logits of image b (the lowest class on ties); the inference path.
   void predict(std::span<const float> params, const float* images, std::size_t batch, std::uint8_t* out,
                workspace& ws) const {
     predict_impl<float>(params, images, batch, out, ws);
@@ -293,16 +315,65 @@ class model {
     return loss;
   }
 
+  /// Layers i, i + 1, i + 2 are group_norm, relu and a 2x2 max pool of stride 2: the inference
+  /// path runs them as one (group_norm::forward_relu_max_pool2, the same bits).
+  bool fused_norm_relu_pool(std::size_t i) const {
+    if (i + 2 >= layers_.size() || !std::holds_alternative<group_norm>(layers_[i]) ||
+        !std::holds_alternative<relu>(layers_[i + 1]))
+      return false;
+    const auto* pool = std::get_if<max_pool2d>(&layers_[i + 2]);
+    return pool && pool->k == 2 && pool->stride == 2;
+  }
+
+  template <std::floating_point T>
+  void logits_impl(std::span<const T> params, const T* images, std::size_t batch, T* out, workspace& ws,
+                   const char* fn) const {
+    check_params(params.size(), fn);
+    check_batch(images, batch, fn);
+    if (!out) throw config_error("nn::model(\"" + name_ + "\")::" + fn + ": out is null");
+    auto& s = ws.get<T>();
+    const std::size_t chunk = std::min(batch, inference_chunk);
+    T* a = detail::grow(s.infer_a, max_act_ * chunk);
+    T* b = detail::grow(s.infer_b, max_act_ * chunk);
+    // dense layers: their weights packed once for all chunks
+    if (s.infer_packed.size() < layers_.size()) s.infer_packed.resize(layers_.size());
+    std::vector<const T*> packed(layers_.size(), nullptr);
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      if (const auto* d = std::get_if<dense>(&layers_[i])) packed[i] = d->pack(params.data() + param_off_[i], s.infer_packed[i]);
+    for (std::size_t at = 0; at < batch; at += chunk) {
+      const std::size_t nb = std::min(chunk, batch - at);
+      const T* x = images + at * input_.size();
+      bool into_a = true;
+      for (std::size_t i = 0; i < layers_.size(); ++i) {
+        const std::size_t fused = fused_norm_relu_pool(i) ? 2 : 0;  // layers i + 1, i + 2 run inside i
+        T* y = i + fused + 1 == layers_.size() ? out + at * classes_ : (into_a ? a : b);
+        const T* p = params.data() + param_off_[i];
+        if (fused) std::get<group_norm>(layers_[i]).forward_relu_max_pool2(p, x, y, nb);
+        else if (packed[i]) std::get<dense>(layers_[i]).forward_packed(packed[i], x, y, nb);
+        else std::visit([&](const auto& l) { l.forward(p, x, y, nb, s.layer); }, layers_[i]);
+        x = y;
+        into_a = !into_a;
+        i += fused;
+      }
+    }
+  }
+
   template <std::floating_point T>
   void predict_impl(std::span<const T> params, const T* images, std::size_t batch, std::uint8_t* out,
                     workspace& ws) const {
     check_params(params.size(), "predict");
     check_batch(images, batch, "predict");
     if (!out) throw config_error("nn::model(\"" + name_ + "\")::predict: out is null");
-    const T* logits = forward(params.data(), images, batch, ws.get<T>());
-    for (std::size_t b = 0; b < batch; ++b) {
-      const T* z = logits + b * classes_;
-      out[b] = static_cast<std::uint8_t>(std::max_element(z, z + classes_) - z);
+    auto& s = ws.get<T>();
+    const std::size_t chunk = 256;  // logits of up to 256 images at a time
+    T* logits = detail::grow(s.logits, std::min(batch, chunk) * classes_);
+    for (std::size_t at = 0; at < batch; at += chunk) {
+      const std::size_t nb = std::min(chunk, batch - at);
+      logits_impl<T>(params, images + at * input_.size(), nb, logits, ws, "predict");
+      for (std::size_t b = 0; b < nb; ++b) {
+        const T* z = logits + b * classes_;
+        out[at + b] = static_cast<std::uint8_t>(std::max_element(z, z + classes_) - z);
+      }
     }
   }
 

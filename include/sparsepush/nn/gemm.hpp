@@ -1,0 +1,235 @@
+// sparsepush/nn/gemm.hpp: the small matrix product under the reference backend's conv2d and dense
+// layers, C(i, j) = init(i, j) + sum_k A(i, k) B(k, j), with A strided both ways (so a transposed
+// operand costs nothing), B and C row-major. Register-blocked tiles over GCC/Clang vector types,
+// chosen at run time among AVX-512, AVX2+FMA and the compile-time baseline: no -march flag needed.
+// Every C(i, j) is its init plus the products in k order, whatever the tile, the matrix sizes or
+// the vector width, so results do not depend on the batch size or the thread count, and AVX2 and
+// AVX-512 give the same bits. Both fuse each multiply-add where the compiler contracts a * b + c
+// (GCC in its default GNU mode, -std=gnu++20, and Clang by default; GCC with a strict -std=c++20
+// does not, which halves the speed and rounds each product); the baseline path (x86-64 without
+// AVX2, or another CPU) rounds the product separately, so its bits differ from theirs.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+namespace sparsepush {
+inline namespace v0 {
+namespace nn {
+namespace detail {
+
+/// What C starts from before the products are added.
+enum class gemm_init {
+  zero,        ///< 0
+  accumulate,  ///< C's current values
+  row_bias,    ///< bias[i]
+  col_bias,    ///< bias[j]; with b_padded, bias must be readable up to n rounded up to 16 floats
+};
+
+/// One product. A(i, k) = a[i a_row + k a_col]; B(k, j) = b[k ldb + j], or b_rows[k][j] when
+/// b_rows is set (rows anywhere, e.g. shifted windows of one image); C(i, j) = c[i ldc + j].
+/// b_padded: every row of B (and a col_bias) may be read up to column n rounded up to a multiple
+/// of 64 bytes (the values there are ignored), which saves masked loads at the right edge.
+template <class T>
+struct gemm_args {
+  const T* a = nullptr;
+  std::size_t a_row = 0, a_col = 0;
+  const T* b = nullptr;
+  std::size_t ldb = 0;
+  const T* const* b_rows = nullptr;
+  T* c = nullptr;
+  std::size_t ldc = 0;
+  std::size_t m = 0, n = 0, k = 0;
+  gemm_init init = gemm_init::zero;
+  const T* bias = nullptr;
+  bool b_padded = false;
+};
+
+/// Floats of padding that make a row length a multiple of the widest vector (64 bytes).
+template <class T>
+constexpr std::size_t gemm_pad(std::size_t n) noexcept {
+  constexpr std::size_t w = 64 / sizeof(T);
+  return (n + w - 1) / w * w;
+}
+
+/// The instruction sets gemm() chooses among (the best the CPU has, unless forced).
+enum class simd_level { baseline = 0, avx2 = 1, avx512 = 2 };
+
+inline const char* simd_name(simd_level l) noexcept {
+  return l == simd_level::avx512 ? "avx512" : l == simd_level::avx2 ? "avx2+fma" : "baseline";
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define SPARSEPUSH_NN_X86_DISPATCH 1
+#endif
+
+/// The best level this CPU runs (checked once).
+inline simd_level simd_supported() noexcept {
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  static const simd_level level = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return simd_level::avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return simd_level::avx2;
+    return simd_level::baseline;
+  }();
+  return level;
+#else
+  return simd_level::baseline;
+#endif
+}
+
+#if defined(__GNUC__)
+
+/// One MR x (NV vectors) tile of C at (i0, j0), ncols <= NV * lanes of them real. Partial: the
+/// last vector of B's rows is read only up to ncols (B is not padded there).
+template <std::size_t VB, class T, int MR, int NV, bool Partial>
+[[gnu::always_inline]] inline void gemm_tile(const gemm_args<T>& g, std::size_t i0, std::size_t j0,
+                                             std::size_t ncols) {
+  constexpr std::size_t L = VB / sizeof(T);
+  typedef T vec __attribute__((vector_size(VB)));
+  vec acc[MR][NV];
+  const std::size_t last = ncols - (NV - 1) * L;  // real lanes of the last vector
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      const std::size_t lanes = v + 1 == NV ? last : L;
+      switch (g.init) {
+        case gemm_init::zero:
+          acc[r][v] = vec{};
+          break;
+        case gemm_init::accumulate:
+          acc[r][v] = vec{};
+          std::memcpy(&acc[r][v], g.c + (i0 + r) * g.ldc + j0 + v * L, lanes * sizeof(T));
+          break;
+        case gemm_init::row_bias:
+          acc[r][v] = vec{} + g.bias[i0 + r];
+          break;
+        case gemm_init::col_bias:
+          acc[r][v] = vec{};
+          if (g.b_padded) std::memcpy(&acc[r][v], g.bias + j0 + v * L, VB);
+          else std::memcpy(&acc[r][v], g.bias + j0 + v * L, lanes * sizeof(T));
+          break;
+      }
+    }
+  const T* arow = g.a + i0 * g.a_row;
+  const T* bcol = g.b + j0;
+  for (std::size_t kk = 0; kk < g.k; ++kk) {
+    vec bv[NV];
+    const T* br = g.b_rows ? g.b_rows[kk] + j0 : bcol + kk * g.ldb;
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      if (Partial && v + 1 == NV) {
+        bv[v] = vec{};
+        std::memcpy(&bv[v], br + v * L, last * sizeof(T));
+      } else {
+        std::memcpy(&bv[v], br + v * L, VB);
+      }
+    }
+    const T* ak = arow + kk * g.a_col;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const T a = ak[r * g.a_row];
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * bv[v];
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v)
+      std::memcpy(g.c + (i0 + r) * g.ldc + j0 + v * L, &acc[r][v], (v + 1 == NV ? last : L) * sizeof(T));
+}
+
+template <std::size_t VB, class T, int MR, int NV>
+[[gnu::always_inline]] inline void gemm_tile_nv(const gemm_args<T>& g, std::size_t i0, std::size_t j0,
+                                                std::size_t ncols, int nv, bool partial) {
+  if constexpr (NV > 0) {
+    if (nv == NV) {
+      if (partial) gemm_tile<VB, T, MR, NV, true>(g, i0, j0, ncols);
+      else gemm_tile<VB, T, MR, NV, false>(g, i0, j0, ncols);
+      return;
+    }
+    gemm_tile_nv<VB, T, MR, NV - 1>(g, i0, j0, ncols, nv, partial);
+  }
+}
+
+template <std::size_t VB, class T, int MR, int NVMAX>
+[[gnu::always_inline]] inline void gemm_tile_mr(const gemm_args<T>& g, std::size_t i0, std::size_t j0,
+                                                std::size_t ncols, int mr, int nv, bool partial) {
+  if constexpr (MR > 0) {
+    if (mr == MR) {
+      gemm_tile_nv<VB, T, MR, NVMAX>(g, i0, j0, ncols, nv, partial);
+      return;
+    }
+    gemm_tile_mr<VB, T, MR - 1, NVMAX>(g, i0, j0, ncols, mr, nv, partial);
+  }
+}
+
+/// The whole product in tiles of up to MRMAX rows and NVMAX vectors of VB bytes.
+template <std::size_t VB, class T, int MRMAX, int NVMAX>
+[[gnu::always_inline]] inline void gemm_blocked(const gemm_args<T>& g) {
+  constexpr std::size_t L = VB / sizeof(T), JB = NVMAX * L;
+  for (std::size_t j0 = 0; j0 < g.n; j0 += JB) {
+    const std::size_t ncols = g.n - j0 < JB ? g.n - j0 : JB;
+    const int nv = static_cast<int>((ncols + L - 1) / L);
+    const bool partial = !g.b_padded && ncols % L != 0;
+    for (std::size_t i0 = 0; i0 < g.m; i0 += MRMAX) {
+      const int mr = static_cast<int>(g.m - i0 < MRMAX ? g.m - i0 : MRMAX);
+      gemm_tile_mr<VB, T, MRMAX, NVMAX>(g, i0, j0, ncols, mr, nv, partial);
+    }
+  }
+}
+
+inline void gemm_baseline(const gemm_args<float>& g) { gemm_blocked<16, float, 4, 3>(g); }
+inline void gemm_baseline(const gemm_args<double>& g) { gemm_blocked<16, double, 4, 3>(g); }
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+[[gnu::target("avx2,fma")]] inline void gemm_avx2(const gemm_args<float>& g) { gemm_blocked<32, float, 4, 3>(g); }
+[[gnu::target("avx512f,avx2,fma")]] inline void gemm_avx512(const gemm_args<float>& g) {
+  gemm_blocked<64, float, 8, 3>(g);
+}
+#endif
+
+#else  // no vector extensions: plain loops in the same k order
+
+template <class T>
+void gemm_baseline(const gemm_args<T>& g) {
+  for (std::size_t i = 0; i < g.m; ++i)
+    for (std::size_t j = 0; j < g.n; ++j) {
+      T* c = g.c + i * g.ldc + j;
+      T acc = g.init == gemm_init::zero         ? T(0)
+              : g.init == gemm_init::accumulate ? *c
+              : g.init == gemm_init::row_bias   ? g.bias[i]
+                                                : g.bias[j];
+      for (std::size_t kk = 0; kk < g.k; ++kk)
+        acc += g.a[i * g.a_row + kk * g.a_col] * (g.b_rows ? g.b_rows[kk][j] : g.b[kk * g.ldb + j]);
+      *c = acc;
+    }
+}
+
+#endif
+
+/// C = init + A B at the given level (lowered to what the CPU runs); double always takes the
+/// baseline path (it serves gradient checks, not speed).
+template <class T>
+void gemm(const gemm_args<T>& g, simd_level level = simd_supported()) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "nn::detail::gemm: float or double");
+  if (g.m == 0 || g.n == 0) return;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  if constexpr (std::is_same_v<T, float>) {
+    if (level > simd_supported()) level = simd_supported();
+    if (level == simd_level::avx512) return gemm_avx512(g);
+    if (level == simd_level::avx2) return gemm_avx2(g);
+  }
+#else
+  (void)level;
+#endif
+  gemm_baseline(g);
+}
+
+}  // namespace detail
+}  // namespace nn
+}  // namespace v0
+}  // namespace sparsepush
