@@ -1,5 +1,6 @@
 // sparsepush/detail/thread_pool.hpp: a small fork-join pool (std::jthread) for per-node work.
-// parallel_for(n, f) runs f(0..n-1) on the caller and the workers and returns when all are done;
+// parallel_for(n, f) runs f(0..n-1) on the caller and the workers (thread w takes the indices
+// [n w / T, n (w + 1) / T) of T threads) and returns when all are done;
 // the first exception thrown by any f is rethrown on the caller. Work is independent per index,
 // so results never depend on the thread count.
 #pragma once
@@ -76,7 +77,6 @@ class thread_pool {
       std::lock_guard lock(mu_);
       job_ = &f;
       n_ = n;
-      next_.store(0);
       busy_ = workers_.size();
       error_ = nullptr;
       ++generation_;
@@ -90,7 +90,11 @@ class thread_pool {
   }
 
   void run_items(std::size_t worker) {
-    for (std::size_t i; (i = next_.fetch_add(1)) < n_;) {
+    // a fixed block of indices per thread: index i always runs on the same thread, so per-thread
+    // scratch sees the same work every round (it is sized after the first rounds, and stays warm)
+    const std::size_t threads = workers_.size() + 1;
+    const std::size_t begin = n_ * worker / threads, end = n_ * (worker + 1) / threads;
+    for (std::size_t i = begin; i < end; ++i) {
       try {
         (*job_)(i, worker);
       } catch (...) {
@@ -119,7 +123,6 @@ class thread_pool {
   std::condition_variable cv_, done_cv_;
   const index_function_ref* job_ = nullptr;
   std::size_t n_ = 0;
-  std::atomic<std::size_t> next_{0};
   std::size_t busy_ = 0;
   std::size_t generation_ = 0;
   std::exception_ptr error_;

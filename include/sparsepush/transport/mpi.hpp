@@ -163,7 +163,7 @@ class mpi_network {
     progress_sends();
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
     const send* first_frame = nullptr;  // encode(m) once; further receivers copy the frame
-    sends_.reserve(sends_.size() + out.size());  // no reallocation while first_frame points in
+    reserve_sends(out.size(), frame_bound(m));  // no reallocation while first_frame points in
     for (const auto& e : out)  // all edges first: a bad one sends and counts nothing
       if (e.to >= n_)
         throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
@@ -181,7 +181,7 @@ class mpi_network {
       }
       send s;
       s.frame = spare_frame();  // a completed send's buffer: no allocation in steady state
-      s.frame.reserve(frame_bound(m));
+      s.frame.reserve(frame_cap_);
       if (first_frame) {
         s.frame.assign(first_frame->frame.begin(), first_frame->frame.end());
       } else {
@@ -387,11 +387,31 @@ class mpi_network {
     // keep the order of the pending ones (finish() names the oldest); recycle the buffers
     std::size_t kept = 0;
     for (std::size_t i = 0; i < sends_.size(); ++i) {
-      if (sends_[i].req == MPI_REQUEST_NULL) spare_.push_back(std::move(sends_[i].frame));
+      if (sends_[i].req == MPI_REQUEST_NULL) {
+        spare_.push_back(std::move(sends_[i].frame));
+        spare_.back().reserve(frame_cap_);  // grown once, by a frame sent before a larger phase
+      }
       else if (kept != i) sends_[kept++] = std::move(sends_[i]);
       else ++kept;
     }
     sends_.resize(kept);
+  }
+  /// Room for the sends of this post and of the rounds in flight: up to three rounds of
+  /// `edges` frames for every local node (a receiver may take a round's frames after this rank
+  /// has posted the next), so that how long peers take to receive does not decide when a round
+  /// allocates. Frames are kept at the largest size seen (a new phase grows them once).
+  void reserve_sends(std::size_t edges, std::size_t bound) {
+    const std::size_t want = 3 * local_ * std::max<std::size_t>(edges, 1);
+    if (sends_.capacity() < std::max(want, sends_.size() + edges)) sends_.reserve(std::max(want, sends_.size() + edges));
+    if (spare_.capacity() < want) spare_.reserve(want);
+    if (bound > frame_cap_) {
+      frame_cap_ = bound;
+      for (auto& f : spare_) f.reserve(frame_cap_);
+    }
+    while (frames_ < want) {
+      spare_.emplace_back().reserve(frame_cap_);
+      ++frames_;
+    }
   }
   std::vector<std::byte> spare_frame() {
     if (spare_.empty()) return {};
@@ -423,6 +443,8 @@ class mpi_network {
   std::vector<std::vector<local_item>> local_box_;
   std::vector<send> sends_;  ///< in flight, oldest first (an MPI request keeps only its buffer's address)
   std::vector<std::vector<std::byte>> spare_;  ///< buffers of completed sends, reused by post()
+  std::size_t frames_ = 0;                     ///< frame buffers made so far (in spare_ or in flight)
+  std::size_t frame_cap_ = 0;                  ///< capacity every frame buffer is kept at
   std::vector<std::byte> rx_;
   struct want {
     std::uint32_t from;
