@@ -96,6 +96,33 @@ TEST_CASE("automatic index encoding picks the smaller section", "[message]") {
   }
 }
 
+TEST_CASE("decode through a scratch message: the same message, out untouched on a bad buffer", "[message]") {
+  const auto v = test::gaussian<float>(300, 6);
+  message first, second;
+  top_k{k_spec::count(20)}.compress(std::span<const float>(v), first, {});
+  top_k{k_spec::count(7), value_codec{value_encoding::i8}}.compress(std::span<const float>(test::gaussian<float>(300, 7)),
+                                                                    second, {});
+  message out, scratch;
+  auto same = [](const message& a, const message& b) { return encode(a) == encode(b); };
+  decode(encode(first), out, 300, scratch);
+  REQUIRE(same(out, first));
+  decode(encode(second), out, 300, scratch);  // into the buffers the first one left in scratch
+  REQUIRE(same(out, second));
+  REQUIRE(same(scratch, first));  // the previous message's buffers, ready for the next decode
+  // a truncated buffer, a flipped byte (CRC) and another dimension: errors, and out as it was
+  auto bytes = encode(first);
+  auto flipped = bytes;
+  flipped[bytes.size() - 3] ^= std::byte{0x40};
+  REQUIRE_THROWS_AS(decode(std::span(bytes).first(bytes.size() - 1), out, 300, scratch), decode_error);
+  REQUIRE(same(out, second));
+  REQUIRE_THROWS_AS(decode(flipped, out, 300, scratch), decode_error);
+  REQUIRE(same(out, second));
+  REQUIRE_THROWS_WITH(decode(bytes, out, 301, scratch), Catch::Contains("announces dim 300"));
+  REQUIRE(same(out, second));
+  decode(bytes, out, 300, scratch);  // a garbage scratch is fine for the next decode
+  REQUIRE(same(out, first));
+}
+
 TEST_CASE("decode rejects every truncation and every extension", "[message]") {
   const auto v = test::gaussian<float>(300, 5);
   for (const auto& c : {any_compressor(top_k{k_spec::count(20)}), any_compressor(qsgd{5}),

@@ -4,12 +4,7 @@
 #              ["-DNPS=2;3"] -P train_bits.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
-function(run)
-  execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGV}\n${out}\n${err}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../run_or_fail.cmake)
 run(${TRAIN} ${ARGS} --summary ${WORK_DIR}/inprocess.json)
 file(READ ${WORK_DIR}/inprocess.json ref)
 set(fields avg_test_accuracy averaged_model_test_accuracy param_divergence bytes_sent_total comm_ratio rounds
