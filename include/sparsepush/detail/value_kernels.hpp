@@ -368,6 +368,16 @@ template <simd_level L>
 inline void qsgd_dense_f32_simd(const float* v, std::size_t n64, const counter_rng& rng, float to_level, float s,
                                 unsigned bits, bit_writer& out) noexcept;
 
+/// Codes of more than 8 bits (which do not fill whole bytes 8 at a time), four to a put.
+inline void put_codes_wide(const std::uint32_t* codes, int count, unsigned bits, bit_writer& out) noexcept {
+  for (int t = 0; t < count; t += 4) {
+    const std::uint64_t quad = std::uint64_t{codes[t]} | (std::uint64_t{codes[t + 1]} << bits) |
+                               (std::uint64_t{codes[t + 2]} << (2 * bits)) |
+                               (std::uint64_t{codes[t + 3]} << (3 * bits));
+    out.put_wide(quad, 4 * bits);
+  }
+}
+
 template <>
 SPARSEPUSH_TARGET_AVX512 inline void qsgd_dense_f32_simd<simd_level::avx512>(
     const float* v, std::size_t n64, const counter_rng& rng, float to_level, float s, unsigned bits,
@@ -382,12 +392,7 @@ SPARSEPUSH_TARGET_AVX512 inline void qsgd_dense_f32_simd<simd_level::avx512>(
       out.q += 8 * bits;
       continue;
     }
-    for (int t = 0; t < 64; t += 4) {
-      const std::uint64_t quad = std::uint64_t{codes[t]} | (std::uint64_t{codes[t + 1]} << bits) |
-                                 (std::uint64_t{codes[t + 2]} << (2 * bits)) |
-                                 (std::uint64_t{codes[t + 3]} << (3 * bits));
-      out.put_wide(quad, 4 * bits);
-    }
+    put_codes_wide(codes, 64, bits, out);
   }
 }
 
@@ -405,12 +410,7 @@ SPARSEPUSH_TARGET_AVX2 inline void qsgd_dense_f32_simd<simd_level::avx2>(const f
       out.q += 4 * bits;
       continue;
     }
-    for (int t = 0; t < 32; t += 4) {
-      const std::uint64_t quad = std::uint64_t{codes[t]} | (std::uint64_t{codes[t + 1]} << bits) |
-                                 (std::uint64_t{codes[t + 2]} << (2 * bits)) |
-                                 (std::uint64_t{codes[t + 3]} << (3 * bits));
-      out.put_wide(quad, 4 * bits);
-    }
+    put_codes_wide(codes, 32, bits, out);
   }
 }
 
