@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,7 +49,10 @@ struct config {
   std::string schedule;  // default depends on the algorithm
   std::string algorithm = "scsp";
   std::string compressor = "top-k:0.01";
-  std::uint32_t final_rounds = 10;
+  std::string final_rounds = "auto";  // a count, or auto (from the schedule and final_tolerance)
+  std::string final_compressor = "identity";
+  double final_eta = -1;  // default depends on the final compressor
+  double final_tolerance = 1e-3;
   double eta = -1;  // default depends on the compressor
   double skew = 0.8;
   double dirichlet = 0;  // > 0: Dirichlet(alpha) partition instead of skew
@@ -113,7 +117,8 @@ int run_program(const std::vector<std::string>& args) {
 std::string settings_of(const config& c, std::size_t n, std::size_t d) {
   return "nodes=" + std::to_string(n) + ";dim=" + std::to_string(d) + ";schedule=" + c.schedule +
          ";algorithm=" + c.algorithm + ";compressor=" + c.compressor + ";eta=" + std::to_string(c.eta) +
-         ";final=" + std::to_string(c.final_rounds) + ";seed=" + std::to_string(c.seed) + ";model=" + c.model +
+         ";final=" + c.final_rounds + ";final_compressor=" + c.final_compressor +
+         ";final_eta=" + std::to_string(c.final_eta) + ";final_tolerance=" + std::to_string(c.final_tolerance) + ";seed=" + std::to_string(c.seed) + ";model=" + c.model +
          ";epochs=" + std::to_string(c.epochs) + ";batch=" + std::to_string(c.batch) + ";lr=" + std::to_string(c.lr) +
          ";lr_schedule=" + c.lr_shape + ";warmup=" + std::to_string(c.warmup) + ";skew=" + std::to_string(c.skew) +
          ";dirichlet=" + std::to_string(c.dirichlet) + ";momentum=" + std::to_string(c.momentum) +
@@ -340,7 +345,27 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--compressor", c.compressor, "compressor spec, e.g. top-k:0.01, top-k:0.001+int8, random-k:0.01, qsgd:16, sign")
       ->capture_default_str();
-  app.add_option("--final-rounds", c.final_rounds, "SCSP: uncompressed gossip rounds at the end (on the default time-varying ring, 16 nodes average exactly after 4)")->capture_default_str();
+  app.add_option("--final-rounds", c.final_rounds,
+                 "SCSP: gossip rounds at the end, a count or auto: the fewest that bring every node within "
+                 "--final-tolerance of the average, computed from the schedule (the exact count where the graph "
+                 "averages exactly: 4 for 16 nodes on the default time-varying ring)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return {};
+        std::uint64_t k = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), k);
+        if (ec != std::errc() || end != v.data() + v.size() || k == 0 || k > 4294967295u)
+          return "--final-rounds must be auto or a count in [1, 4294967295], got " + v;
+        return {};
+      })
+      ->capture_default_str();
+  app.add_option("--final-compressor", c.final_compressor,
+                 "SCSP: compressor of the final rounds, e.g. identity+bf16 or top-k:0.1+int8 (identity: exact)")
+      ->capture_default_str();
+  app.add_option("--final-eta", c.final_eta, "SCSP: consensus step of the final rounds (default from the final compressor)");
+  app.add_option("--final-tolerance", c.final_tolerance,
+                 "SCSP with --final-rounds auto: every de-biased model ends within this fraction of the largest "
+                 "distance to the average at the start of the final rounds")
+      ->check(CLI::Range(1e-12, 0.5))->capture_default_str();
   app.add_option("--eta", c.eta, "consensus step in (0, 1] (default from the compressor: 0.02 at top-1%, 0.1 at top-10%, 1 for identity)");
   app.add_option("--consensus-step", c.consensus_step, "CHOCO gamma_c in (0, 1]")->capture_default_str();
   auto* skew = app.add_option("--skew", c.skew, "label skew in [0, 1] (Hsieh et al.)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
@@ -459,6 +484,16 @@ int main(int argc, char** argv) {
     if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
     sp::parse_compressor(c.compressor);  // validate early: a config_error exits with 2 below
     if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : default_eta(c.compressor);
+    // --final-rounds was always accepted (and unused) by the other algorithms: scripts keep working
+    for (const char* option : {"--final-compressor", "--final-eta", "--final-tolerance"})
+      if (c.algorithm != "scsp" && app.count(option) > 0)
+        throw sp::config_error(std::string(option) + " sets SCSP's final rounds; --algorithm " + c.algorithm +
+                               " has none (use --algorithm scsp)");
+    if (c.algorithm == "scsp") {
+      sp::parse_compressor(c.final_compressor);
+      if (c.final_eta < 0) c.final_eta = default_eta(c.final_compressor);
+      if (!(c.final_eta > 0 && c.final_eta <= 1)) throw sp::config_error("--final-eta must be in (0, 1]");
+    }
     if (!(c.eta > 0 && c.eta <= 1)) throw sp::config_error("--eta must be in (0, 1]");
     // CLI11's range checks let NaN through, and from_chars reads "inf": every number must be finite
     const std::pair<const char*, double> numbers[] = {
@@ -543,13 +578,23 @@ int main(int argc, char** argv) {
       throw sp::config_error("--epochs " + std::to_string(c.epochs) + " gives " + std::to_string(want) +
                              " rounds, more than the 4294967295 a run can count");
     const auto train_rounds = static_cast<std::uint32_t>(want);
-    if (scsp && static_cast<double>(train_rounds) + c.final_rounds > max_rounds)
-      throw sp::config_error("--final-rounds " + std::to_string(c.final_rounds) + " after " + std::to_string(train_rounds) +
+    // SCSP's final rounds: the count given, or (auto) the fewest exact rounds from round
+    // train_rounds after which every de-biased model is within --final-tolerance of the average
+    std::uint32_t final_rounds = 0;
+    sp::final_rounds_plan final_plan;
+    if (scsp && c.final_rounds == "auto") {
+      final_plan = sp::final_rounds_for(sp::parse_schedule(c.schedule, n, c.seed), train_rounds, c.final_tolerance);
+      final_rounds = final_plan.rounds;
+    } else if (scsp) {
+      final_rounds = static_cast<std::uint32_t>(std::stoull(c.final_rounds));
+    }
+    if (scsp && static_cast<double>(train_rounds) + final_rounds > max_rounds)
+      throw sp::config_error("--final-rounds " + std::to_string(final_rounds) + " after " + std::to_string(train_rounds) +
                              " training rounds exceeds the 4294967295 rounds a run can count");
     if (c.warmup > train_rounds)
       throw sp::config_error("--warmup " + std::to_string(c.warmup) + " is longer than the " +
                              std::to_string(train_rounds) + " training rounds");
-    const std::uint32_t rounds = train_rounds + (scsp ? c.final_rounds : 0);
+    const std::uint32_t rounds = train_rounds + final_rounds;
     const std::uint32_t eval_every = c.eval_every ? c.eval_every : std::max<std::uint32_t>(1, rounds / 10);
 
     std::vector<float> init(d);
@@ -815,6 +860,13 @@ int main(int argc, char** argv) {
                 c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(), c.eta, c.model.c_str(), d,
                 c.dirichlet > 0 ? "dirichlet" : "skew", c.dirichlet > 0 ? c.dirichlet : c.skew, rounds,
                 static_cast<double>(train_rounds) * c.batch / per_node, c.batch);
+    if (cl.root() && scsp) {
+      std::printf("sparsepush-train: SCSP's last %u rounds gossip with %s, eta %g", final_rounds, c.final_compressor.c_str(),
+                  c.final_eta);
+      if (c.final_rounds != "auto") std::printf("\n");
+      else if (final_plan.exact) std::printf(" (auto: the schedule averages exactly after %u rounds)\n", final_rounds);
+      else std::printf(" (auto: every model ends within %.3g of its distance to the average)\n", final_plan.bound);
+    }
 
     json summary;
     double first_loss = -1;
@@ -896,14 +948,17 @@ int main(int argc, char** argv) {
       sp::round_report rep;
       evaluation ev;
       std::size_t bytes_now = 0;
+      std::optional<std::size_t> bytes_at_final;  // bytes sent before SCSP's final rounds (all ranks)
       if (resume_round > 0) {
         load_checkpoint(alg);
         if (cl.root()) std::printf("resumed from %s at round %u\n", c.resume.c_str(), resume_round);
       }
       for (std::uint32_t t = resume_round; t < rounds; ++t) {
-        if (t == train_rounds)  // SCSP's final rounds take no local step: free the momentum
+        if (t == train_rounds) {  // SCSP's final rounds take no local step: free the momentum
           for (auto* bufs : {&velocity, &nesterov_dirs})
             for (auto& v : *bufs) std::vector<float>().swap(v);
+          bytes_at_final = cl.sum(alg.bytes_sent());  // a collective: every rank reaches it
+        }
         const auto r0 = std::chrono::steady_clock::now();
         step(alg, t, lr(t));
         train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
@@ -979,6 +1034,7 @@ int main(int argc, char** argv) {
       std::size_t dropped = 0;
       if constexpr (requires { alg.messages_dropped(); }) dropped = alg.messages_dropped();
       dropped = cl.sum(dropped);
+      const json final_bytes = bytes_at_final ? json(rep.bytes_sent - *bytes_at_final) : json(nullptr);
       std::size_t sent = 0;
       if constexpr (requires { alg.messages_sent(); }) sent = alg.messages_sent();
       sent = cl.sum(sent);
@@ -987,6 +1043,12 @@ int main(int argc, char** argv) {
                  {"schedule", c.schedule},
                  {"compressor", c.compressor},
                  {"eta", c.eta},
+                 {"final_rounds", final_rounds},
+                 {"final_rounds_setting", scsp ? json(c.final_rounds) : json(nullptr)},
+                 {"final_compressor", scsp ? json(c.final_compressor) : json(nullptr)},
+                 {"final_eta", scsp ? json(c.final_eta) : json(nullptr)},
+                 {"final_rounds_bound", scsp && c.final_rounds == "auto" ? json(final_plan.bound) : json(nullptr)},
+                 {"bytes_final_phase", scsp ? json(final_bytes) : json(nullptr)},
                  {"skew", c.dirichlet > 0 ? json(nullptr) : json(c.skew)},
                  {"dirichlet_alpha", c.dirichlet > 0 ? json(c.dirichlet) : json(nullptr)},
                  {"model", c.model},
@@ -1061,8 +1123,10 @@ int main(int argc, char** argv) {
         if (per.segments.empty() || per.segments.front() != 0) per.segments.insert(per.segments.begin(), 0);
         comp = per;
       }
-      const sp::phase_schedule phases = scsp ? sp::scsp_phases(comp, c.eta, train_rounds, c.final_rounds)
-                                             : sp::sparse_push_phases(comp, c.eta);
+      const sp::phase_schedule phases =
+          scsp ? sp::scsp_phases(comp, c.eta, train_rounds, sp::parse_compressor(c.final_compressor), c.final_eta,
+                                 final_rounds)
+               : sp::sparse_push_phases(comp, c.eta);
 #ifdef SPARSEPUSH_HAS_MPI
       if (mpi_net) rc = run_sparse_push(phases, *mpi_net);
       else

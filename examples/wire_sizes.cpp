@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
 
   const char* specs[] = {"identity",          "identity+fp16",      "top-k:0.01+u32",
                          "top-k:0.01",        "top-k:0.01+fp16",    "top-k:0.01+int8",
-                         "top-k:0.001",       "top-k:0.001+int8",   "random-k:0.01",
+                         "top-k:0.001",       "top-k:0.001+int8",   "random-k:0.01",      "random-k:0.01+seeded",
                          "random-k-unbiased:0.01+bf16", "threshold:0.01", "qsgd:16",
                          "qsgd:4",            "sign",               "top-k:0.01+sign"};
   std::printf("| compressor | values | index bytes | wire bytes | ratio vs fp32 |\n");

@@ -80,7 +80,7 @@ const claim claims[] = {
     {"--compressor", R"(with \w+ \((top-[\d.]+%), eta)", R"(\n *--compressor [^=\n]*=(\S+))"},
     {"--compressor", R"(with \w+ \((top-[\d.]+%), eta)", R"(, compressor ([^, ]+), eta )"},
     {"--eta", R"(\(top-[\d.]+%, eta ([\d.]+),)", R"(, compressor [^, ]+, eta ([^, ]+), )"},
-    {"--final-rounds", R"(eta [\d.]+, (\d+) final gossip rounds\))",
+    {"--final-rounds", R"(eta [\d.]+, (\w+) final gossip rounds)",
      R"(\n *--final-rounds [^=\n]*=(\S+))"},
     {"--schedule", R"(they communicate over the [^(;]*\(`([^`]+)`\);)", R"(\(default: ([^;)]+)[;)])"},
     {"--schedule", R"(they communicate over the [^(;]*\(`([^`]+)`\);)", R"(nodes, schedule ([^, ]+), )"},

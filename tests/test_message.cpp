@@ -386,3 +386,73 @@ TEST_CASE("wire enums hold what travels, settings compare equal to what they nam
   REQUIRE(value_codec{}.wire_encoding<float>() == wire_values::f32);
   REQUIRE(value_codec{value_encoding::bf16, 0}.wire_encoding<double>() == wire_values::bf16);
 }
+
+TEST_CASE("seeded indices: 16 bytes of key on the wire, the receiver draws random-K's indices again",
+          "[message]") {
+  // independent: the sender's index set from the compressor (bitmap path), the wire bytes by hand
+  const auto v = test::gaussian<float>(5000, 3);
+  for (const std::size_t k : {std::size_t{1}, std::size_t{50}, std::size_t{700}, std::size_t{5000}}) {
+    const context ctx{0x123456789ABCDEFull, 9, 77};
+    message seeded, raw;
+    random_k{k_spec::count(k), false, {value_encoding::f32, 0}, index_encoding::seeded}.compress(
+        std::span<const float>(v), seeded, ctx);
+    random_k{k_spec::count(k), false, {value_encoding::f32, 0}, index_encoding::raw_u32}.compress(
+        std::span<const float>(v), raw, ctx);
+    CAPTURE(k);
+    REQUIRE(seeded.index_enc == wire_indices::seeded);
+    REQUIRE(seeded.indices == raw.indices);
+    REQUIRE(seeded.payload == raw.payload);
+    REQUIRE(seeded.index_bytes() == 16);
+    REQUIRE(seeded.wire_bytes() == message_header_bytes + 16 + 4 * k);
+    REQUIRE(raw.wire_bytes() == message_header_bytes + 4 * k + 4 * k);
+    const auto buf = encode(seeded);
+    le_bytes values;
+    for (std::size_t j = 0; j < k; ++j) values.f32(v[raw.indices[j]]);
+    REQUIRE(buf == hand_message(3, 2, 0, 5000, static_cast<std::uint32_t>(k),
+                                le_bytes{}.u64(0x123456789ABCDEFull).u32(9).u32(77).b, 0.0f, values.b));
+    const message back = decode(buf);
+    REQUIRE(back.indices == raw.indices);
+    REQUIRE(back.index_key == index_stream_key{0x123456789ABCDEFull, 9, 77});
+    REQUIRE(encode(back) == buf);
+    std::vector<float> a(5000), b(5000);
+    decompress(back, std::span<float>(a));
+    decompress(raw, std::span<float>(b));
+    REQUIRE(a == b);
+  }
+}
+
+TEST_CASE("seeded indices: bad sections are errors, a huge announced dim costs O(count) memory", "[message]") {
+  // a 12-byte key section
+  REQUIRE_THROWS_WITH(decode(hand_message(3, 2, 0, 100, 0, le_bytes{}.u32(1).u32(2).u32(3).b, 0.0f, {})),
+                      Catch::Contains("seeded index section of 12 bytes"));
+  // unknown index encoding 4
+  REQUIRE_THROWS_WITH(decode(hand_message(4, 2, 0, 100, 0, {}, 0.0f, {})), Catch::Contains("unknown index encoding 4"));
+  // dim 2^32 - 1 with 3 values: decodes to 3 distinct ascending indices below dim, without a
+  // bitmap of dim bits (512 MB)
+  le_bytes vals;
+  vals.f32(1.0f).f32(2.0f).f32(3.0f);
+  const message m =
+      decode(hand_message(3, 2, 0, 0xFFFFFFFFu, 3, le_bytes{}.u64(5).u32(0).u32(1).b, 0.0f, vals.b));
+  REQUIRE(m.indices.size() == 3);
+  REQUIRE(m.indices[0] < m.indices[1]);
+  REQUIRE(m.indices[1] < m.indices[2]);
+  // the compact (hash set) and bitmap draws agree: the same Floyd stream
+  for (const std::size_t d : {std::size_t{1}, std::size_t{64}, std::size_t{1000}, std::size_t{100003}}) {
+    std::vector<std::uint64_t> taken;
+    std::vector<std::uint32_t> a, b;
+    for (const std::size_t k : {std::size_t{0}, std::size_t{1}, d / 7, d / 2, d}) {
+      detail::random_indices(d, k, 17, 3, 4, a, taken);
+      detail::random_indices_compact(d, k, 17, 3, 4, b);
+      CAPTURE(d, k);
+      REQUIRE(a == b);
+    }
+  }
+  // top-k and threshold cannot send seeded indices
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:0.01+seeded"), Catch::Contains("random-K's index stream"));
+  REQUIRE_THROWS_WITH((top_k{k_spec::count(5), {}, index_encoding::seeded}.validate(100, {})),
+                      Catch::Contains("random-K's only"));
+  const auto v = test::gaussian<float>(100, 1);
+  message out;
+  const threshold_k th{k_spec::count(5), 256, {}, index_encoding::seeded};
+  REQUIRE_THROWS_AS(th.compress(std::span<const float>(v), out, {}), config_error);
+}

@@ -30,6 +30,7 @@ struct message {
   float scale = 0.0f;                    ///< int8 scale, sign magnitude or QSGD norm
   std::vector<std::uint32_t> indices;    ///< ascending, size count; empty when dense
   std::vector<std::byte> payload;        ///< values, exactly as on the wire
+  index_stream_key index_key{};          ///< seeded indices: the stream they were drawn from
 
   bool dense() const noexcept { return index_enc == wire_indices::dense; }
 
@@ -104,7 +105,7 @@ inline void encode(const message& m, std::vector<std::byte>& out) {
   out.resize(start + total);
   std::byte* p = out.data() + start;
   detail::write_header(h, p);
-  std::byte* q = detail::write_indices(m.index_enc, m.indices, p + message_header_bytes);
+  std::byte* q = detail::write_indices(m.index_enc, m.indices, p + message_header_bytes, m.index_key);
   if (!m.payload.empty()) std::memcpy(q, m.payload.data(), m.payload.size());
   detail::seal({p, total});
 }
@@ -128,7 +129,8 @@ inline void decode_into(std::span<const std::byte> buf, message& m) {
   m.count = h.count;
   m.scale = h.scale;
   const std::byte* q = buf.data() + message_header_bytes;
-  detail::read_indices(h, q, m.indices);
+  if (h.indices == wire_indices::seeded) m.index_key = detail::read_seeded(h, q, m.indices);
+  else detail::read_indices(h, q, m.indices);
   m.payload.assign(q + h.index_bytes, q + h.index_bytes + h.value_bytes());
   detail::check_values(h, m.payload.data(), message_header_bytes + h.index_bytes);
 }

@@ -35,6 +35,7 @@
 #include "algorithm/metrics.hpp"
 #include "algorithm/oracle.hpp"
 #include "algorithm/phases.hpp"
+#include "algorithm/final_rounds.hpp"
 #include "algorithm/sparse_push.hpp"
 #include "algorithm/choco.hpp"
 #include "algorithm/centralized.hpp"

@@ -8,7 +8,9 @@
 //   0  "SPSH"           4  version u8 (=1)    5  index encoding u8   6  value encoding u8
 //   7  reserved u8 (=0) 8  levels u16         10 reserved u16 (=0)   12 dim u32
 //   16 count u32        20 index bytes u32    24 scale f32           28 CRC-32 of all other bytes
-//   32 indices: none | count x u32 | first index, then (gap - 1) as LEB128 varints
+//   32 indices: none | count x u32 | first index, then (gap - 1) as LEB128 varints |
+//      seeded: the key of random-K's index stream, seed u64, node u32, round u32 (16 bytes), from
+//      which the receiver draws the count indices of [0, dim) again (detail/random_indices.hpp)
 //   .. values: count x {8|4|2|2|1} bytes, or ceil(count/8) sign bytes, or ceil(count*b/8) bytes
 //      of QSGD codes (b = 1 sign bit + bit_width(levels) level bits), bits LSB first.
 #pragma once
@@ -29,6 +31,7 @@
 #include "detail/crc32.hpp"
 #include "detail/float_codec.hpp"
 #include "detail/philox.hpp"
+#include "detail/random_indices.hpp"
 #include "detail/value_kernels.hpp"
 #include "tensor.hpp"
 
@@ -48,8 +51,20 @@ enum class wire_values : std::uint8_t {
   qsgd = 7,  ///< sign bit + level in [0, levels], times norm / levels, stochastic rounding
 };
 
-/// How a message's indices travel (byte 5 of the header).
-enum class wire_indices : std::uint8_t { dense = 0, raw_u32 = 1, delta_varint = 2 };
+/// How a message's indices travel (byte 5 of the header). `seeded`: random-K's indices as the
+/// key of their stream (16 bytes whatever the count).
+enum class wire_indices : std::uint8_t { dense = 0, raw_u32 = 1, delta_varint = 2, seeded = 3 };
+
+/// The key of random-K's index stream: the (seed, node, round) the compressor drew with.
+struct index_stream_key {
+  std::uint64_t seed = 0;
+  std::uint32_t node = 0;
+  std::uint32_t round = 0;
+  friend bool operator==(const index_stream_key&, const index_stream_key&) = default;
+};
+
+/// Bytes of a seeded index section.
+inline constexpr std::size_t seeded_index_bytes = 16;
 
 // --- compressor settings: a wire encoding, or a choice made per message ----------------------
 
@@ -67,8 +82,8 @@ enum class value_encoding : std::uint8_t {
 };
 
 /// The index encoding a compressor is asked for: a wire encoding, or `automatic` (the smaller of
-/// raw_u32 and delta_varint for each message), which never travels.
-enum class index_encoding : std::uint8_t { dense = 0, raw_u32 = 1, delta_varint = 2, automatic = 255 };
+/// raw_u32 and delta_varint for each message), which never travels. `seeded` is random-K's only.
+enum class index_encoding : std::uint8_t { dense = 0, raw_u32 = 1, delta_varint = 2, seeded = 3, automatic = 255 };
 
 /// A setting equals the wire encoding it names; native and automatic equal none.
 constexpr bool operator==(wire_values w, value_encoding s) noexcept {
@@ -85,7 +100,7 @@ constexpr std::optional<wire_values> to_wire(value_encoding s) noexcept {
 }
 /// The wire encoding a setting names; nullopt for automatic.
 constexpr std::optional<wire_indices> to_wire(index_encoding s) noexcept {
-  if (static_cast<std::uint8_t>(s) > 2) return std::nullopt;
+  if (static_cast<std::uint8_t>(s) > 3) return std::nullopt;
   return static_cast<wire_indices>(s);
 }
 /// The setting that asks for exactly this wire encoding.
@@ -114,6 +129,7 @@ inline const char* to_string(wire_indices e) noexcept {
     case wire_indices::dense: return "dense";
     case wire_indices::raw_u32: return "u32";
     case wire_indices::delta_varint: return "varint";
+    case wire_indices::seeded: return "seeded";
   }
   return "?";
 }
@@ -255,7 +271,7 @@ inline wire_header read_header(std::span<const std::byte> buf) {
     throw decode_error("unsupported version " + std::to_string(std::to_integer<unsigned>(p[4])), 4);
   const unsigned ie = std::to_integer<unsigned>(p[5]);
   const unsigned ve = std::to_integer<unsigned>(p[6]);
-  if (ie > 2) throw decode_error("unknown index encoding " + std::to_string(ie), 5);
+  if (ie > 3) throw decode_error("unknown index encoding " + std::to_string(ie), 5);
   if (ve < 1 || ve > 7) throw decode_error("unknown value encoding " + std::to_string(ve), 6);
   if (p[7] != std::byte{0} || get_u16(p + 10) != 0)
     throw decode_error("reserved header bytes are not zero", 7);
@@ -312,6 +328,7 @@ inline std::size_t index_section_bytes(wire_indices e, std::span<const std::uint
     case wire_indices::raw_u32: return 4 * idx.size();
     case wire_indices::delta_varint: return delta_varint_bytes(idx);
     case wire_indices::dense: return 0;
+    case wire_indices::seeded: return seeded_index_bytes;
   }
   return 0;
 }
@@ -384,19 +401,39 @@ inline void read_delta_varint(const wire_header& h, const std::byte* q, std::siz
                        off + at);
 }
 
-/// Write the index section of idx in encoding e at q; returns its end.
-inline std::byte* write_indices(wire_indices e, std::span<const std::uint32_t> idx, std::byte* q) noexcept {
+/// Write the index section of idx in encoding e at q (key: a seeded section's); returns its end.
+inline std::byte* write_indices(wire_indices e, std::span<const std::uint32_t> idx, std::byte* q,
+                                const index_stream_key& key = {}) noexcept {
   switch (e) {
     case wire_indices::raw_u32: return write_raw_u32(idx, q);
     case wire_indices::delta_varint: return write_delta_varint(idx, q);
     case wire_indices::dense: return q;
+    case wire_indices::seeded:
+      put_u32(q, static_cast<std::uint32_t>(key.seed));
+      put_u32(q + 4, static_cast<std::uint32_t>(key.seed >> 32));
+      put_u32(q + 8, key.node);
+      put_u32(q + 12, key.round);
+      return q + seeded_index_bytes;
   }
   return q;
+}
+
+/// Read a seeded index section: the key, then the count indices of [0, dim) drawn from it, in
+/// O(count) memory whatever dim announces.
+inline index_stream_key read_seeded(const wire_header& h, const std::byte* q, std::vector<std::uint32_t>& out) {
+  if (h.index_bytes != seeded_index_bytes)
+    throw decode_error("seeded index section of " + std::to_string(h.index_bytes) + " bytes, not " +
+                           std::to_string(seeded_index_bytes),
+                       20);
+  const index_stream_key key{get_u32(q) | std::uint64_t{get_u32(q + 4)} << 32, get_u32(q + 8), get_u32(q + 12)};
+  random_indices_compact(h.dim, h.count, key.seed, key.node, key.round, out);
+  return key;
 }
 
 /// Read the index section that follows the header of a buffer into out (cleared when dense).
 inline void read_indices(const wire_header& h, const std::byte* q, std::vector<std::uint32_t>& out) {
   switch (h.indices) {
+    case wire_indices::seeded: read_seeded(h, q, out); return;
     case wire_indices::dense:
       if (h.index_bytes != 0) throw decode_error("dense message with an index section", 20);
       out.clear();

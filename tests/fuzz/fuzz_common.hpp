@@ -32,7 +32,8 @@ inline bool same_message(const sparsepush::message& a, const sparsepush::message
   return a.dim == b.dim && a.count == b.count && a.index_enc == b.index_enc &&
          a.value_enc == b.value_enc && a.levels == b.levels &&
          std::bit_cast<std::uint32_t>(a.scale) == std::bit_cast<std::uint32_t>(b.scale) &&
-         a.indices == b.indices && a.payload == b.payload;
+         a.indices == b.indices && a.payload == b.payload &&
+         (a.index_enc != sparsepush::wire_indices::seeded || a.index_key == b.index_key);
 }
 
 /// What a message promises its readers: count <= dim, indices ascending below dim (none when

@@ -25,6 +25,7 @@ struct basic_phase {
   bool local_step = true;    ///< take the local (SGD) step before communicating
   std::string name = "sp";
   bool exact = false;        ///< send x uncompressed in the tensor's precision (identity)
+  bool fresh_residual = false;  ///< the phase's first round drops the residual e (the phase starts its own)
 };
 
 /// The phase over the runtime-chosen compressor.
@@ -83,6 +84,15 @@ class basic_phase_schedule {
     }
     return phases_.back();
   }
+  /// The first round of the phase active in round t.
+  std::uint64_t start_of(std::uint64_t t) const {
+    std::uint64_t start = 0;
+    for (const auto& ph : phases_) {
+      if (ph.rounds == 0 || t < start + ph.rounds) return start;
+      start += ph.rounds;
+    }
+    return start - phases_.back().rounds;
+  }
   /// Sum of the phase lengths (0 when the last phase is open-ended).
   std::uint64_t total_rounds() const {
     std::uint64_t s = 0;
@@ -99,7 +109,7 @@ class basic_phase_schedule {
   static std::vector<basic_phase<C>> convert(const basic_phase_schedule<D>& other) {
     std::vector<basic_phase<C>> out;
     for (const auto& ph : other.phases())
-      out.push_back({ph.rounds, C(ph.compressor), ph.eta, ph.local_step, ph.name, ph.exact});
+      out.push_back({ph.rounds, C(ph.compressor), ph.eta, ph.local_step, ph.name, ph.exact, ph.fresh_residual});
     return out;
   }
   std::vector<basic_phase<C>> phases_;
@@ -145,6 +155,23 @@ basic_phase_schedule<C> scsp_phases(std::type_identity_t<C> c, double eta, std::
   auto final_phase = detail::exact_phase_of<C>(final_rounds, train_final, "final-gossip", c);
   return basic_phase_schedule<C>({basic_phase<C>{compressed_rounds, std::move(c), eta, true, "sp"},
                                   std::move(final_phase)});
+}
+
+/// SCSP with a compressed final phase: `compressed_rounds` of SP with c, then `final_rounds` of
+/// gossip that sends final_compressor's messages (e.g. identity+bf16, top-k:0.1+int8) with
+/// consensus step final_eta (no local step unless train_final) and error feedback from a fresh
+/// residual: its first round drops the training residual e, as the exact phase leaves it unused
+/// (sending x + e would dump the whole untransmitted residual into one round). With a
+/// full-precision identity the final phase is the exact one of the overload above.
+template <class C = any_compressor>
+basic_phase_schedule<C> scsp_phases(std::type_identity_t<C> c, double eta, std::uint32_t compressed_rounds,
+                                    std::type_identity_t<C> final_compressor, double final_eta,
+                                    std::uint32_t final_rounds, bool train_final = false) {
+  if (compressed_rounds == 0 || final_rounds == 0)
+    throw config_error("SCSP needs compressed rounds > 0 and final rounds > 0");
+  return basic_phase_schedule<C>(
+      {basic_phase<C>{compressed_rounds, std::move(c), eta, true, "sp"},
+       basic_phase<C>{final_rounds, std::move(final_compressor), final_eta, train_final, "final-gossip", false, true}});
 }
 
 /// Warm-up: `warm_rounds` uncompressed (SGP), then compressed SP.

@@ -103,6 +103,7 @@ class sparse_push {
     // x_i <- sum_j W_ij x_j; the residual is neither sent nor changed.
     const bool exact = exact_phase<T>(ph);
     typename push_sum_group<tensor_type>::step st{ph.eta, {}, gamma, !exact};
+    st.fresh_residual = ph.fresh_residual && phases_.start_of(t) == t;
     if (ph.local_step) {
       if (directions.size() != group_.num_nodes())
         throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +

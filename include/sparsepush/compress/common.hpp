@@ -121,9 +121,12 @@ void check_finite(std::span<const T> v, const context& ctx, const char* what = "
 }
 
 /// Reject an index setting that names no wire encoding and is not automatic.
-inline void check_index_setting(index_encoding e) {
+inline void check_index_setting(index_encoding e, bool seeded_allowed = false) {
   if (e != index_encoding::automatic && !to_wire(e))
     throw config_error("unknown index encoding " + std::to_string(static_cast<unsigned>(e)));
+  if (e == index_encoding::seeded && !seeded_allowed)
+    throw config_error("index encoding seeded is random-K's only: other sparsifiers' indices depend on the "
+                       "values, not on a random stream a receiver can draw again");
 }
 
 /// Choose the wire encoding of a sparse message's ascending indices: the setting, or for

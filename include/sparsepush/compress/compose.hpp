@@ -137,11 +137,12 @@ inline any_compressor parse_compressor(std::string_view spec) {
     else if (name == "qsgd") codec = {value_encoding::qsgd, detail::parse_levels(arg, spec)};
     else if (name == "u32") idx = index_encoding::raw_u32;
     else if (name == "varint") idx = index_encoding::delta_varint;
+    else if (name == "seeded") idx = index_encoding::seeded;
     else
       throw config_error("compressor spec '" + std::string(spec) + "': unknown suffix '+" +
                          std::string(parts[i]) +
                          "' (value encodings: fp32 fp64 fp16 bf16 int8 sign qsgd:S; index "
-                         "encodings: u32 varint)");
+                         "encodings: u32 varint seeded)");
   }
   const auto [name, arg] = split(parts[0]);
   auto no_arg = [&, name = name, arg = arg]() {
@@ -159,6 +160,9 @@ inline any_compressor parse_compressor(std::string_view spec) {
     dense_only();
     return identity{codec};
   }
+  if (idx == index_encoding::seeded && name != "random-k" && name != "random-k-unbiased")
+    throw config_error("compressor spec '" + std::string(spec) + "': '+seeded' sends the key of random-K's index "
+                       "stream; '" + std::string(name) + "' does not draw its indices from one");
   if (name == "top-k") return top_k{detail::parse_k(arg, spec), codec, idx};
   if (name == "random-k") return random_k{detail::parse_k(arg, spec), false, codec, idx};
   if (name == "random-k-unbiased") return random_k{detail::parse_k(arg, spec), true, codec, idx};

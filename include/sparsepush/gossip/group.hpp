@@ -142,6 +142,7 @@ class push_sum_group {
     bool feedback = true;  ///< use error feedback this round (if the group keeps a residual)
     /// The same as views into the caller's storage (used when directions is empty).
     std::span<const std::span<const T>> direction_views{};
+    bool fresh_residual = false;  ///< with feedback: every node takes e_i = 0 first (node_step::fresh_residual)
   };
 
   /// One round t with the group's eta and no local step.
@@ -174,7 +175,7 @@ class push_sum_group {
     auto node_step_of = [&](std::size_t i) {
       const std::span<const T> p =
           !local ? std::span<const T>() : views ? st.direction_views[i] : std::span<const T>(st.directions[i]);
-      return typename node_type::step{st.eta, p, st.gamma, st.feedback};
+      return typename node_type::step{st.eta, p, st.gamma, st.feedback, st.fresh_residual};
     };
     // W(t): the columns of the held nodes from the schedule; their rows by transposing the
     // columns when the group holds every node, from the schedule's in-edges otherwise.
@@ -200,7 +201,7 @@ class push_sum_group {
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
       const auto ns = node_step_of(i);
       if (local) nodes_[i].local_step(ns.direction, ns.gamma);
-      nodes_[i].compress(comp, t, st.feedback, ws_[w]);
+      nodes_[i].compress(comp, t, st.feedback, ws_[w], st.fresh_residual);
     });
     if constexpr (requires { net.endpoint(std::uint32_t{0}); }) {
       for (std::size_t i = 0; i < n; ++i) {

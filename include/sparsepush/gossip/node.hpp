@@ -75,6 +75,7 @@ struct node_step {
   std::span<const T> direction{};    ///< p_i; empty: no local step
   double gamma = 0.0;                ///< learning rate of the local step
   bool feedback = true;              ///< use the residual this round (false: exact phase)
+  bool fresh_residual = false;       ///< with feedback: take e_i = 0 first (a phase that starts its own residual)
 };
 
 /// One node's push-sum state and round; see the header comment.
@@ -191,16 +192,19 @@ class push_sum_node {
   }
 
   /// Step 2: q_i = C(x_i + e_i), e_i = v_i - q_i; without feedback q_i = C(x_i), e_i untouched.
+  /// With fresh_residual (and feedback) e_i is set to 0 first: q_i = C(x_i), e_i = x_i - q_i.
   /// Uses the node's own compressor workspace.
   template <class C>
-  void compress(const C& comp, std::uint32_t t, bool feedback = true) {
-    compress(comp, t, feedback, ws_);
+  void compress(const C& comp, std::uint32_t t, bool feedback = true, bool fresh_residual = false) {
+    compress(comp, t, feedback, ws_, fresh_residual);
   }
   /// The same with a workspace lent by the caller (a group lends one per thread, so that n nodes
   /// on one thread share one warm histogram instead of n cold ones).
   template <class C>
-  void compress(const C& comp, std::uint32_t t, bool feedback, compress_workspace<T>& ws) {
+  void compress(const C& comp, std::uint32_t t, bool feedback, compress_workspace<T>& ws,
+                bool fresh_residual = false) {
     const context ctx{opt_.seed, opt_.id, t};
+    if (feedback && opt_.error_feedback && fresh_residual) std::fill(residual_.begin(), residual_.end(), T(0));
     if (feedback && opt_.error_feedback)
       compress_with_feedback<T>(comp, std::span<const T>(x()), std::span<T>(residual_), msg_, ctx, ws);
     else
@@ -327,7 +331,7 @@ class push_sum_node {
     in_edges_of(sched, t, opt_.id, in_);
     check(t, comp, out_, st, sched.num_nodes());
     if (!st.direction.empty()) local_step(st.direction, st.gamma);
-    compress(comp, t, st.feedback);
+    compress(comp, t, st.feedback, ws_, st.fresh_residual);
     post(ep, t, out_);
     collect(ep, t, in_);
     mix(st.eta, self_share(out_));
@@ -400,7 +404,8 @@ class push_sum_node {
   }
 
  private:
-  bool use_feedback(const step& st) const noexcept { return opt_.error_feedback && st.feedback; }
+  /// Does this round read e_i (and so check it)?
+  bool use_feedback(const step& st) const noexcept { return opt_.error_feedback && st.feedback && !st.fresh_residual; }
 
   static std::size_t message_capacity_bytes(const message& m) noexcept {
     return m.indices.capacity() * sizeof(std::uint32_t) + m.payload.capacity();

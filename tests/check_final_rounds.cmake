@@ -1,0 +1,50 @@
+# SCSP's --final-rounds auto and --final-compressor in sparsepush-train's summary: on 16 nodes of the
+# time-varying ring (hops 1, 2, 4, 8: exact averaging after 4 rounds) auto runs exactly 4 final
+# rounds; with identity+bf16 each of the 4 x 16 final messages carries d bf16 values (2 d bytes
+# plus a header and an envelope of under 128 bytes), and the node models end close together; on a
+# directed ring of 6 nodes auto runs more rounds and the models end within the tolerance.
+# Usage: cmake -DEXE=exe -DWORK_DIR=dir -P check_final_rounds.cmake
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+include(${CMAKE_CURRENT_LIST_DIR}/run_or_fail.cmake)
+function(field json name out)
+  string(JSON v ERROR_VARIABLE missing GET "${json}" ${name})
+  if(missing)
+    message(FATAL_ERROR "the summary has no field ${name}")
+  endif()
+  set(${out} "${v}" PARENT_SCOPE)
+endfunction()
+set(common --model mlp --epochs 0.03 --eval-samples 200 --final-eval-samples 500)
+
+run(${EXE} ${common} --nodes 16 --final-compressor identity+bf16 --summary ${WORK_DIR}/bf16.json)
+file(READ ${WORK_DIR}/bf16.json s)
+field("${s}" final_rounds k)
+field("${s}" parameters d)
+field("${s}" bytes_final_phase bytes)
+field("${s}" final_rounds_bound bound)
+field("${s}" param_divergence div)
+if(NOT k EQUAL 4 OR NOT bound EQUAL 0)
+  message(FATAL_ERROR "auto on 16 nodes of the time-varying ring ran ${k} final rounds (bound ${bound}), not the exact 4")
+endif()
+math(EXPR lo "64 * 2 * ${d}")
+math(EXPR hi "64 * (2 * ${d} + 128)")
+if(bytes LESS lo OR bytes GREATER hi)
+  message(FATAL_ERROR "the 4 bf16 final rounds sent ${bytes} bytes, not within [${lo}, ${hi}] (64 messages of ${d} bf16 values)")
+endif()
+if(div GREATER 0.5)
+  message(FATAL_ERROR "after the bf16 final rounds the divergence is ${div}")
+endif()
+
+run(${EXE} ${common} --nodes 6 --schedule directed-ring --final-tolerance 0.01 --summary ${WORK_DIR}/ring.json)
+file(READ ${WORK_DIR}/ring.json s)
+field("${s}" final_rounds k)
+field("${s}" final_rounds_bound bound)
+field("${s}" param_divergence div)
+if(k LESS 5 OR bound GREATER 0.01)
+  message(FATAL_ERROR "auto on a directed ring of 6 ran ${k} final rounds with bound ${bound}")
+endif()
+# The divergence starts near 1-10 on these runs: 0.01 of it is far below 1
+if(div GREATER 0.5)
+  message(FATAL_ERROR "after ${k} exact final rounds on the directed ring the divergence is ${div}")
+endif()
+message(STATUS "auto: 4 exact rounds (bf16, ${bytes} bytes, divergence ${div}); directed ring of 6: ${k} rounds")
