@@ -69,7 +69,8 @@ void decode_seeds() {
   const char* specs[] = {"identity+fp64", "identity+fp32", "identity+fp16", "identity+bf16", "identity+int8",
                          "identity+sign", "identity+qsgd:3", "qsgd:16", "sign", "top-k:0.2+u32",
                          "top-k:0.2+varint", "top-k:0.05+int8", "random-k:0.3+qsgd:300+varint",
-                         "random-k-unbiased:2+bf16+u32", "threshold:0.1+fp16"};
+                         "random-k-unbiased:2+bf16+u32", "threshold:0.1+fp16", "random-k:0.3+seeded",
+                         "random-k-unbiased:0.5+int8+seeded"};
   std::uint64_t seed = 1;
   for (const char* spec : specs)
     for (const std::size_t d : {std::size_t{1}, std::size_t{37}, std::size_t{300}}) {
@@ -112,6 +113,7 @@ void compress_seeds() {
       {"random-k:0.1", 200, 4 | 16 << 3}, {"random-k-unbiased:3+qsgd:7", 50, 1 | 16 << 3},
       {"random-k:0.9+fp16+u32", 100, 2 | 4}, {"threshold:2048", 4096, 16 << 3},
       {"threshold:0.6+fp16+varint", 4000, 1 | 4 | 16 << 3}, {"threshold:0.2", 1000, 2 | 4},
+      {"random-k:0.2+seeded", 300, 2 | 4},
   };
   std::uint64_t seed = 100;
   for (const auto& c : cases) {
