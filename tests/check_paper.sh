@@ -32,6 +32,7 @@ if [ "$mode" = smoke ]; then
     done
   done
   expect_text "(a) Compression costs more under skew"
+  expect_text "(b) SCSP recovers most of SP's loss at skew 0.8, (SCSP - SP) / (SGP - SP) >= 0.5: — (runs missing)"
   [ -s "$work/accuracy_vs_mb.png" ] || fail "accuracy_vs_mb.png is missing or empty"
   [ "$(head -c 4 "$work/accuracy_vs_mb.png" | tail -c 3)" = PNG ] || fail "accuracy_vs_mb.png is not a PNG"
   echo "paper smoke: ok"
@@ -69,10 +70,14 @@ summary sp8-1      0.5500 ""     3.00  160000    75.5  33     ""  ""      ""  # 
 summary sp8-2      0.6100 0.6500 5.00  170000    74.5  35     ""  ""      ""
 printf '{"avg_test_accuracy": 0.5' > "$work/runs/scsp8-1"  # malformed: counted as missing
 summary scsp8-2    0.6900 0.7000 0.01  180000    70    36     ""  ""      4
+summary re0-1      0.8500 0.8600 0.10  12345678  1.0   40     ""  ""      ""
+summary re8bit0-1  0.8450 0.8500 0.10  12345678  1.0   40     ""  ""      ""
+summary sp8bit0-1  0.8200 0.8300 0.10  160000    75.5  40     ""  ""      ""
 printf '# label\tskew\tseed\tsummary\n' > "$work/runs/runs.tsv"
 for line in "SGP 0 1 sgp0-1" "SGP 0 2 sgp0-2" "SGP 0.8 1 sgp8-1" "SGP 0.8 2 sgp8-2" \
             "SP_top-1% 0 1 sp0-1" "SP_top-1% 0 2 sp0-2-missing" "SP_top-1% 0.8 1 sp8-1" "SP_top-1% 0.8 2 sp8-2" \
-            "SCSP_top-1% 0.8 1 scsp8-1" "SCSP_top-1% 0.8 2 scsp8-2" "CHOCO 0 1 none" "CHOCO 0 2 none2"; do
+            "SCSP_top-1% 0.8 1 scsp8-1" "SCSP_top-1% 0.8 2 scsp8-2" "CHOCO 0 1 none" "CHOCO 0 2 none2" \
+            "SGP_range-evonorm 0 1 re0-1" "8-bit_SGP 0 1 re8bit0-1" "8-bit_SP_top-1% 0 1 sp8bit0-1"; do
   read -r label skew seed file <<< "$line"
   printf '%s\t%s\t%s\t%s\n' "${label//_/ }" "$skew" "$seed" "$file" >> "$work/runs/runs.tsv"
 done
@@ -112,15 +117,18 @@ grep -q "does not parse" "$work/stdout" || fail "the malformed summary was not r
 claims=$(awk 'BEGIN {
   g0 = (0.8123 + 0.7991) / 2 * 100; s0 = 0.80 * 100; g8 = (0.70 + 0.72) / 2 * 100; s8 = (0.55 + 0.61) / 2 * 100
   c8 = 0.69 * 100; d0 = g0 - s0; d8 = g8 - s8; r = (c8 - s8) / (g8 - s8)
-  printf "%.2f\n%.2f\n%s\n%.2f\n%s\n", d8, d0, (d8 > d0 ? "holds" : "does not hold"), r, (r >= 0.5 ? "holds" : "does not hold") }')
+  printf "%.2f\n%.2f\n%s\n%.2f\n%s\n", d8, d0, (d8 > d0 ? "holds" : "does not hold"), r, (r >= 0.5 ? "holds" : "does not hold")
+  base = 0.85 * 100; q = 0.845 * 100; qs = 0.82 * 100
+  printf "%.2f\n%.2f\n%.2f\n%s\n", q, base, base - q, (base - q < 1 ? "holds" : "does not hold")
+  printf "%.2f\n%.2f\n%.2f\n%s\n", qs, base, base - qs, (base - qs <= 2 ? "holds" : "does not hold") }')
 mapfile -t c <<< "$claims"
 d8=${c[0]} d0=${c[1]} va=${c[2]} r=${c[3]} vb=${c[4]}
 expect_text "drop $d8 at skew 0.8 against $d0 at skew 0: **$va**"
 expect_text "recovered $r: **$vb**"
-expect_text "(c) 8-bit training costs under 1 point (8-bit SGP against fp32 SGP range-evonorm): — (runs missing)"
-expect_text "against fp32 SGP range-evonorm): — (runs missing)"
+expect_text "(8-bit SGP against fp32 SGP range-evonorm): skew 0: ${c[5]} against ${c[6]}, drop ${c[7]}: **${c[8]}**"
+expect_text "SGP range-evonorm): skew 0: ${c[9]} against ${c[10]}, drop ${c[11]}: **${c[12]}**"
 [ -s "$work/accuracy_vs_mb.png" ] || fail "accuracy_vs_mb.png is missing or empty"
-# one point a run read: 4 SGP, 3 SP, 1 SCSP (no CHOCO, no malformed file)
+# one point a run read: 4 SGP, 3 SP, 1 SCSP, 3 range-evonorm (no CHOCO, no malformed file)
 points=$(grep -cE '^[0-9]' "$work/accuracy_vs_mb.dat")
-[ "$points" = 8 ] || fail "accuracy_vs_mb.dat has $points points, expected 8"
+[ "$points" = 11 ] || fail "accuracy_vs_mb.dat has $points points, expected 11"
 echo "paper table: ok"
