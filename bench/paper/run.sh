@@ -170,7 +170,8 @@ for a in "${algorithms[@]}"; do
         echo "$((SECONDS - t0)) s (elapsed $((SECONDS - start)) s)"
       else
         rm -f "$out/$stem.json.part"
-        echo "FAILED with exit code $rc after $((SECONDS - t0)) s: $(tail -n 1 "$out/$stem.out")"
+        # the last line that says what went wrong (CLI11 ends with "Run with --help ...")
+        echo "FAILED with exit code $rc after $((SECONDS - t0)) s: $(grep -v -e '^Run with --help' -e '^[[:space:]]*$' "$out/$stem.out" | tail -n 1)"
         failed+=("$what (see $out/$stem.out)")
       fi
     done
