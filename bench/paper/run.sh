@@ -56,6 +56,7 @@ ${skews[*]} over the seeds, then writes OUT/table.md and OUT/accuracy_vs_mb.png.
   --eval-samples N  test images of every evaluation, periodic and final (default 0: the CLI's
                   2000 periodic and the whole test set at the end); smoke runs use a few hundred
   --only L[,L]    run only these labels (the table still lists every label; missing runs show —)
+                  table.md covers every label at this call's --epochs and --seeds
   --force         rerun runs whose summary exists (default: skip them, so a stopped run resumes)
   --help          this text
 Labels:
@@ -111,6 +112,8 @@ declare -A selected=()
 if [ -n "$only" ]; then
   IFS=',' read -r -a wanted <<< "$only"
   for w in "${wanted[@]}"; do
+    w="${w#"${w%%[![:space:]]*}"}"  # "SGP, SP top-1%" works too
+    w="${w%"${w##*[![:space:]]}"}"
     found=0
     for a in "${algorithms[@]}"; do [ "${a%%|*}" = "$w" ] && found=1; done
     [ $found = 1 ] || die "--only: no label '$w' (labels: $(for a in "${algorithms[@]}"; do printf '"%s" ' "${a%%|*}"; done))"
