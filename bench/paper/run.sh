@@ -144,6 +144,7 @@ mv "$runs.part" "$runs"
 echo "paper runs: $nodes nodes, $epochs epochs, seeds ${seed_list[*]}, skews ${skews[*]}, --threads $threads, into $out"
 start=$SECONDS
 done_runs=0
+skipped=0
 failed=()
 for a in "${algorithms[@]}"; do
   label="${a%%|*}"
@@ -159,6 +160,7 @@ for a in "${algorithms[@]}"; do
       what="[$done_runs/$total] $label, skew $k, seed $s"
       if [ -s "$out/$stem.json" ] && [ $force = 0 ]; then
         echo "$what: done before ($stem.json), skipped"
+        skipped=$((skipped + 1))
         continue
       fi
       t0=$SECONDS
@@ -188,7 +190,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo
 cat "$out/table.md"
 echo
-echo "paper runs: $done_runs runs in $((SECONDS - start)) s; table $out/table.md, plot $out/accuracy_vs_mb.png"
+echo "paper runs: $((done_runs - skipped)) runs in $((SECONDS - start)) s, $skipped done before; table $out/table.md, plot $out/accuracy_vs_mb.png"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "run.sh: ${#failed[@]} runs failed:" >&2
   printf '  %s\n' "${failed[@]}" >&2
