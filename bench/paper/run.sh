@@ -18,7 +18,7 @@ algorithms=(
   "SGP|--algorithm sgp"
   "SP top-1%|--algorithm sp --compressor top-k:0.01"
   "SP top-0.1%+int8|--algorithm sp --compressor top-k:0.001+int8"
-  "SCSP top-1%|--algorithm scsp --compressor top-k:0.01"
+  "SCSP top-1%|--algorithm scsp --compressor top-k:0.01 --final-rounds 10"
   "SCSP auto+bf16|--algorithm scsp --compressor top-k:0.01 --final-rounds auto --final-compressor identity+bf16"
   "CHOCO top-1%|--algorithm choco --compressor top-k:0.01 --consensus-step 0.02"
   "DeepSqueeze top-1%|--algorithm deepsqueeze --compressor top-k:0.01"
