@@ -954,10 +954,8 @@ struct range_evo_norm {
       for (std::size_t cc = 0; cc < cpg; ++cc) {
         const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
         const T a = T(double(p[c]) * rs), b = p[in.c + c], v = p[2 * in.c + c];
-        for (std::size_t k = 0; k < hw; ++k) {
-          const T xv = x[off + k];
-          y[off + k] = xv * a / (T(1) + std::exp(-v * xv)) + b;
-        }
+        const detail::carr<T> X(x + off, detail::ix(hw));
+        detail::marr<T>(y + off, detail::ix(hw)) = X * a / (T(1) + (X * (-v)).exp()) + b;
       }
     }
   }
@@ -978,15 +976,12 @@ struct range_evo_norm {
       for (std::size_t cc = 0; cc < cpg; ++cc) {
         const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
         const T v = p[2 * in.c + c];
-        double sdyn = 0, sdv = 0, sdy = 0;
-        for (std::size_t k = 0; k < hw; ++k) {
-          const T xv = x[off + k], g = dy[off + k];
-          const T sg = T(1) / (T(1) + std::exp(-v * xv));
-          sig[cc * hw + k] = sg;
-          sdyn += double(g * xv * sg);
-          sdv += double(g * xv * xv * sg * (T(1) - sg));
-          sdy += double(g);
-        }
+        const detail::carr<T> X(x + off, detail::ix(hw)), dY(dy + off, detail::ix(hw));
+        detail::marr<T> S(sig + cc * hw, detail::ix(hw));
+        S = (T(1) + (X * (-v)).exp()).inverse();
+        const double sdyn = double((dY * X * S).sum());
+        const double sdv = double((dY * X.square() * S * (T(1) - S)).sum());
+        const double sdy = double(dY.sum());
         acc[c] += sdyn * rs;
         acc[in.c + c] += sdy;
         acc[2 * in.c + c] += double(p[c]) * sdv * rs;
@@ -996,10 +991,8 @@ struct range_evo_norm {
       for (std::size_t cc = 0; cc < cpg; ++cc) {
         const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
         const T gr = T(double(p[c]) * rs), v = p[2 * in.c + c];
-        for (std::size_t k = 0; k < hw; ++k) {
-          const T xv = x[off + k], sg = sig[cc * hw + k];
-          dx[off + k] = dy[off + k] * gr * sg * (T(1) + v * xv * (T(1) - sg));
-        }
+        const detail::carr<T> X(x + off, detail::ix(hw)), dY(dy + off, detail::ix(hw)), S(sig + cc * hw, detail::ix(hw));
+        detail::marr<T>(dx + off, detail::ix(hw)) = dY * gr * S * (T(1) + v * X * (T(1) - S));
       }
       // d loss / d s = -sum(g n) / s^2; d s / d x = C(n) at the argmax, -C(n) at the argmin
       const double ds = -sum_gn * rs * rs * cn;

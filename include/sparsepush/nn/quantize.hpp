@@ -52,19 +52,22 @@ inline constexpr unsigned max_quantization_bits = 16;
 template <std::floating_point T>
 std::pair<T, T> quantization_range(std::span<const T> x, const char* where) {
   T lo = x.empty() ? T(0) : x[0], hi = lo;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const T v = x[i];
-    if (!std::isfinite(v))
-      throw non_finite_error(std::string(where) + ": cannot quantize a non-finite value at index " +
-                                 std::to_string(i),
-                             i);
+  bool bad = false;  // v - v is 0 for every finite v, NaN for NaN and infinities
+  for (const T v : x) {
     lo = v < lo ? v : lo;
     hi = v > hi ? v : hi;
+    bad |= !(v - v == T(0));
   }
+  if (bad)
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!std::isfinite(x[i]))
+        throw non_finite_error(std::string(where) + ": cannot quantize a non-finite value at index " +
+                                   std::to_string(i),
+                               i);
   return {lo, hi};
 }
 
-/// In place: x <- lo + D * round((x - lo) / D) with the tensor's own range (nearest rounding).
+/// In place: x <- lo + D * floor((x - lo) / D + 1/2) with the tensor's own range (nearest rounding).
 /// A constant (zero-range) tensor is left unchanged. Error per element <= D / 2.
 template <std::floating_point T>
 void quantize_nearest(std::span<T> x, unsigned bits, const char* where = "nn::quantize_nearest") {
@@ -74,7 +77,7 @@ void quantize_nearest(std::span<T> x, unsigned bits, const char* where = "nn::qu
   const double levels = double((std::uint32_t{1} << bits) - 1);
   const double step = (double(hi) - double(lo)) / levels, inv = levels / (double(hi) - double(lo));
   for (T& v : x) {
-    const double k = std::nearbyint((double(v) - double(lo)) * inv);
+    const double k = std::floor((double(v) - double(lo)) * inv + 0.5);  // ties round up
     v = T(double(lo) + step * (k < levels ? k : levels));
   }
 }
