@@ -57,6 +57,8 @@ struct config {
   double skew = 0.8;
   double dirichlet = 0;  // > 0: Dirichlet(alpha) partition instead of skew
   std::string model = "cnn";
+  std::string precision = "fp32";  // fp32 or int8 (8-bit simulated training)
+  unsigned bits = 0;               // --bits: 4..16, 0 or 32 = full precision
   double epochs = 5;
   std::size_t batch = 32;
   double lr = 0.02;
@@ -370,7 +372,13 @@ int main(int argc, char** argv) {
   app.add_option("--consensus-step", c.consensus_step, "CHOCO gamma_c in (0, 1]")->capture_default_str();
   auto* skew = app.add_option("--skew", c.skew, "label skew in [0, 1] (Hsieh et al.)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--dirichlet", c.dirichlet, "Dirichlet(alpha) label partition instead of --skew")->check(CLI::PositiveNumber)->excludes(skew);
-  app.add_option("--model", c.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  app.add_option("--model", c.model, "mlp, cnn, cnn_evonorm or cnn_range_evonorm")
+      ->check(CLI::IsMember(sp::nn::model::known_names()))->capture_default_str();
+  auto* precision = app.add_option("--precision", c.precision,
+                                   "fp32, or int8: weights, activations and gradients at 8 bits (simulated)")
+                        ->check(CLI::IsMember({"fp32", "int8"}))->capture_default_str();
+  auto* bits = app.add_option("--bits", c.bits, "simulated training precision, 4 to 16 bits (0 or 32: full precision)")
+                   ->check(CLI::Range(0u, 32u));
   app.add_option("--epochs", c.epochs, "epochs over each node's shard")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch", c.batch, "minibatch per node")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--lr", c.lr, "learning rate (divided by 10 for the last quarter)")->check(CLI::PositiveNumber)->capture_default_str();
@@ -420,6 +428,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  }
+  // --precision and --bits: one training precision (0: full precision)
+  {
+    const unsigned from_precision = c.precision == "int8" ? 8 : 0;
+    if (bits->count() && c.bits == 32) c.bits = 0;
+    if (bits->count() && c.bits != 0 && (c.bits < 4 || c.bits > 16)) {
+      std::fprintf(stderr, "sparsepush-train: --bits %u: simulated precision must be 4 to 16 bits (0 or 32: full precision)\n",
+                   c.bits);
+      return 2;
+    }
+    if (bits->count() && precision->count() && c.bits != from_precision) {
+      std::fprintf(stderr, "sparsepush-train: --precision %s and --bits %u conflict (int8 is --bits 8, fp32 is --bits 0)\n",
+                   c.precision.c_str(), c.bits);
+      return 2;
+    }
+    if (!bits->count()) c.bits = from_precision;
   }
 
   // --transport mpi: every rank runs this program with the same options; rank 0 reports.
@@ -629,20 +653,22 @@ int main(int argc, char** argv) {
     std::vector<sp::nn::workspace> eval_ws(std::max<std::size_t>(1, c.threads));
     // p_i of node i (global index) at `model` into `direction`: the next minibatch of its shard,
     // the gradient, then momentum (velocity updated; direction may be the velocity itself).
-    auto local_direction = [&](std::uint32_t i, std::span<const float> model, std::span<float> direction, scratch& s) {
+    auto local_direction = [&](std::uint32_t i, std::uint32_t round, std::span<const float> model,
+                               std::span<float> direction, scratch& s) {
       shards[i].next_batch(c.batch, s.batch_idx);
       for (std::size_t b = 0; b < c.batch; ++b) {
         const std::uint32_t k = s.batch_idx[b];
         std::copy_n(fm.train.pixels.data() + std::size_t{k} * in, in, s.images.data() + b * in);
         s.labels[b] = fm.train.labels[k];
       }
-      last_loss[i] = net.loss_and_grad(model, s.images.data(), s.labels.data(), c.batch, s.grad, s.ws);
+      const sp::nn::quantization q{c.bits, c.seed, i, round};  // bits 0: the full-precision step
+      last_loss[i] = net.loss_and_grad(model, s.images.data(), s.labels.data(), c.batch, s.grad, s.ws, q);
       opt.direction(s.grad, model, velocity[i - cl.first], direction);
     };
     // CHOCO and centralized call an oracle from their threads: each call borrows a free scratch
     std::mutex free_mu;
     std::vector<std::size_t> free_slots;
-    const sp::gradient_oracle<float> oracle = [&](std::uint32_t i, std::uint32_t, std::span<const float> model,
+    const sp::gradient_oracle<float> oracle = [&](std::uint32_t i, std::uint32_t round, std::span<const float> model,
                                                   std::span<float> direction) {
       std::size_t w = 0;
       {
@@ -668,7 +694,7 @@ int main(int argc, char** argv) {
         std::lock_guard lock(free_mu);  // another thread may be adding a slot
         s = &work[w];
       }
-      local_direction(i, model, direction, scratch_for_slot(*s));
+      local_direction(i, round, model, direction, scratch_for_slot(*s));
     };
     // One round: Sparse-Push and its configurations take the directions from the nodes' own
     // buffers (no copy per node), computed on the algorithm's threads; the others use the oracle.
@@ -684,7 +710,7 @@ int main(int argc, char** argv) {
           scratch& s = scratch_for_slot(work[w]);
           alg.model(li, s.xh);
           std::span<float> out = c.nesterov ? std::span<float>(nesterov_dirs[li]) : std::span<float>(velocity[li]);
-          local_direction(static_cast<std::uint32_t>(cl.first + li), s.xh, out, s);
+          local_direction(static_cast<std::uint32_t>(cl.first + li), t, s.xh, out, s);
         });
         dir_views.clear();
         for (std::size_t li = 0; li < cl.local; ++li)
@@ -1020,7 +1046,7 @@ int main(int argc, char** argv) {
       }
       if (tty) std::printf("\n");
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-      const auto one = net.profile(c.batch * n), per = net.profile(c.batch);
+      const auto one = net.profile(c.batch * n, c.bits ? c.bits : 32), per = net.profile(c.batch, c.bits ? c.bits : 32);
       // sum_i u_i over every node, in node order (the same bits in one process and under MPI);
       // null for algorithms without push-sum weights
       json weight_mass = nullptr;
@@ -1052,6 +1078,8 @@ int main(int argc, char** argv) {
                  {"skew", c.dirichlet > 0 ? json(nullptr) : json(c.skew)},
                  {"dirichlet_alpha", c.dirichlet > 0 ? json(c.dirichlet) : json(nullptr)},
                  {"model", c.model},
+                 {"precision", c.bits == 0 ? std::string("fp32") : c.bits == 8 ? std::string("int8") : std::to_string(c.bits) + "-bit"},
+                 {"bits", c.bits ? c.bits : 32u},
                  {"parameters", d},
                  {"rounds", rounds},
                  {"epochs", static_cast<double>(train_rounds) * c.batch / per_node},
@@ -1076,7 +1104,15 @@ int main(int argc, char** argv) {
                  {"train_images_per_second", static_cast<double>(train_rounds) * c.batch * n / train_seconds},
                  {"device_profile",
                   {{"one_device", {{"batch", c.batch * n}, {"parameters", one.parameters}, {"activation_bytes", one.activation_bytes}, {"flops_per_step", one.flops}}},
-                   {"per_device", {{"batch", c.batch}, {"parameters", per.parameters}, {"activation_bytes", per.activation_bytes}, {"flops_per_step", per.flops}}}}}};
+                   {"per_device", {{"batch", c.batch}, {"parameters", per.parameters}, {"activation_bytes", per.activation_bytes}, {"flops_per_step", per.flops}}},
+                   {"bits", per.bits},
+                   {"memory_reduction", per.memory_reduction},
+                   {"compute_reduction", per.compute_reduction},
+                   {"communication_reduction", per.communication_reduction},
+                   {"compute_energy_reduction", per.compute_energy_reduction},
+                   {"compute_energy_joules_per_step", per.compute_energy_joules},
+                   {"compute_energy_joules_total", per.compute_energy_joules * static_cast<double>(train_rounds) * static_cast<double>(n)},
+                   {"communication_energy_joules", sp::nn::communication_energy_joules(static_cast<double>(rep.bytes_sent))}}}};
       return 0;
     };
 

@@ -334,7 +334,7 @@ TEST_CASE("model: loss_and_grad matches finite differences (double) at random co
     std::size_t c, h, w, classes, batch;
   };
   for (const auto& c : {cfg{"mlp", 1, 6, 6, 5, 3}, cfg{"cnn", 1, 8, 8, 10, 2}, cfg{"cnn", 2, 9, 8, 3, 2},
-                        cfg{"cnn_evonorm", 1, 8, 8, 4, 2}}) {
+                        cfg{"cnn_evonorm", 1, 8, 8, 4, 2}, cfg{"cnn_range_evonorm", 1, 8, 8, 4, 2}}) {
     const auto m = nn::model::make(c.name, c.c, c.h, c.w, c.classes);
     INFO(m.describe());
     std::vector<double> p(m.num_params());

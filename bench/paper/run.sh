@@ -25,8 +25,6 @@ algorithms=(
   "SGP range-evonorm|--algorithm sgp --model cnn_range_evonorm"
   "8-bit SGP|--algorithm sgp --precision int8 --model cnn_range_evonorm"
   "8-bit SP top-1%|--algorithm sp --compressor top-k:0.01 --precision int8 --model cnn_range_evonorm"
-  "SCSP top-1% range-evonorm|--algorithm scsp --compressor top-k:0.01 --model cnn_range_evonorm"
-  "8-bit SCSP top-1%|--algorithm scsp --compressor top-k:0.01 --precision int8 --model cnn_range_evonorm"
 )
 skews=(0 0.8)
 nodes=16

@@ -42,6 +42,7 @@ enum class rng_stream : std::uint32_t {
   threshold_sample = 3,
   topology = 4,
   message_loss = 5,
+  gradient_quantization = 6,  ///< nn: stochastic rounding of back-propagated errors
 };
 
 /// Counter-based random numbers keyed by (seed, node, round, stream); draw(i) is a pure function

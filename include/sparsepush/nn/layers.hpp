@@ -897,6 +897,112 @@ struct evo_norm_s0 {
   }
 };
 
+/// Range-EvoNorm (Aketi, Kodge, Roy, arXiv 2111.09389): EvoNorm-S0 with the group standard
+/// deviation replaced by Banner et al.'s range estimate, robust to low-precision arithmetic:
+///   y = gamma * x * sigmoid(v x) / s_g + beta,  s_g = C(n) * (max_g x - min_g x) + eps,
+///   C(n) = 1 / sqrt(2 ln n), n = elements of the group (channels/groups * H * W).
+/// max and min are piecewise linear: the gradient of s_g goes to the (first) argmax and argmin.
+struct range_evo_norm {
+  shape3 in{};
+  std::size_t groups = 1;
+  double eps = 1e-5;
+
+  range_evo_norm(shape3 input, std::size_t groups_, double eps_ = 1e-5) : in(input), groups(groups_), eps(eps_) {
+    detail::check_groups("range_evo_norm", in, groups);
+    detail::require(eps > 0, "range_evo_norm: eps must be positive");
+    detail::require(in.size() / groups >= 2, "range_evo_norm: a group needs at least 2 elements (C(n) = 1/sqrt(2 ln n))");
+  }
+  shape3 in_shape() const { return in; }
+  shape3 out_shape() const { return in; }
+  std::size_t num_params() const { return 3 * in.c; }
+  std::string describe() const {
+    return "range_evo_norm " + in.str() + " (groups " + std::to_string(groups) + "), " +
+           std::to_string(num_params()) + " params";
+  }
+  double flops_forward() const { return 10.0 * double(in.size()); }
+  double flops_backward(bool need_dx) const { return (need_dx ? 16.0 : 12.0) * double(in.size()); }
+  template <std::floating_point T>
+  void init(T* p, normal_rng&) const {
+    detail::fill_value(p, in.c, T(1));
+    detail::fill_value(p + in.c, in.c, T(0));
+    detail::fill_value(p + 2 * in.c, in.c, T(1));
+  }
+  /// C(n) of a group.
+  double range_scale() const {
+    const double n = double(in.size() / groups);
+    return 1.0 / std::sqrt(2.0 * std::log(n));
+  }
+  /// First positions of the group's minimum and maximum.
+  template <std::floating_point T>
+  static std::pair<std::size_t, std::size_t> arg_min_max(const T* x, std::size_t n) {
+    std::size_t lo = 0, hi = 0;
+    for (std::size_t i = 1; i < n; ++i) {
+      if (x[i] < x[lo]) lo = i;
+      if (x[i] > x[hi]) hi = i;
+    }
+    return {lo, hi};
+  }
+
+  template <std::floating_point T>
+  void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    const double cn = range_scale();
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const T* xg = x + m * n;
+      const auto [lo, hi] = arg_min_max(xg, n);
+      const double rs = 1.0 / (cn * (double(xg[hi]) - double(xg[lo])) + eps);
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T a = T(double(p[c]) * rs), b = p[in.c + c], v = p[2 * in.c + c];
+        const detail::carr<T> X(x + off, detail::ix(hw));
+        detail::marr<T>(y + off, detail::ix(hw)) = X * a / (T(1) + (X * (-v)).exp()) + b;
+      }
+    }
+  }
+
+  template <std::floating_point T>
+  void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
+                layer_scratch<T>& scratch) const {
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    const double cn = range_scale();
+    double* acc = detail::grow(scratch.acc, 3 * in.c);  // dgamma, dbeta, dv
+    std::fill(acc, acc + 3 * in.c, 0.0);
+    T* sig = detail::grow(scratch.cols, n);  // sigmoid(v x) of the group
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const T* xg = x + m * n;
+      const auto [lo, hi] = arg_min_max(xg, n);
+      const double rs = 1.0 / (cn * (double(xg[hi]) - double(xg[lo])) + eps);
+      double sum_gn = 0;  // sum of dy gamma x sigmoid(v x) over the group
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T v = p[2 * in.c + c];
+        const detail::carr<T> X(x + off, detail::ix(hw)), dY(dy + off, detail::ix(hw));
+        detail::marr<T> S(sig + cc * hw, detail::ix(hw));
+        S = (T(1) + (X * (-v)).exp()).inverse();
+        const double sdyn = double((dY * X * S).sum());
+        const double sdv = double((dY * X.square() * S * (T(1) - S)).sum());
+        const double sdy = double(dY.sum());
+        acc[c] += sdyn * rs;
+        acc[in.c + c] += sdy;
+        acc[2 * in.c + c] += double(p[c]) * sdv * rs;
+        sum_gn += double(p[c]) * sdyn;
+      }
+      if (!dx) continue;
+      for (std::size_t cc = 0; cc < cpg; ++cc) {
+        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+        const T gr = T(double(p[c]) * rs), v = p[2 * in.c + c];
+        const detail::carr<T> X(x + off, detail::ix(hw)), dY(dy + off, detail::ix(hw)), S(sig + cc * hw, detail::ix(hw));
+        detail::marr<T>(dx + off, detail::ix(hw)) = dY * gr * S * (T(1) + v * X * (T(1) - S));
+      }
+      // d loss / d s = -sum(g n) / s^2; d s / d x = C(n) at the argmax, -C(n) at the argmin
+      const double ds = -sum_gn * rs * rs * cn;
+      dx[m * n + hi] += T(ds);
+      dx[m * n + lo] -= T(ds);
+    }
+    for (std::size_t i = 0; i < 3 * in.c; ++i) dp[i] = T(acc[i]);
+  }
+};
+
 /// Mean softmax cross-entropy of `batch` rows of `classes` logits (log-sum-exp shifted by the
 /// row maximum). When dlogits is not null it receives d(mean loss)/d(logits) = (softmax - onehot) / batch.
 /// Labels must be below `classes` (the model checks them).

@@ -1,7 +1,8 @@
 // sparsepush/nn/model.hpp: a sequential model over one flat parameter buffer owned by the caller
 // (the decentralized library treats the whole model as one tensor): "mlp" (784-256-128-10, ReLU),
 // "cnn" (2 x [conv3x3 -> GroupNorm -> ReLU -> maxpool2], dense) and "cnn_evonorm" (EvoNorm-S0 in
-// place of GroupNorm + ReLU). Mean softmax cross-entropy with its gradient; an inference path
+// place of GroupNorm + ReLU), "cnn_range_evonorm" (Range-EvoNorm, arXiv 2111.09389). Quantized training
+// (quantize.hpp) through a loss_and_grad overload. Mean softmax cross-entropy with its gradient; an inference path
 // (logits, prediction: forward only, no backward caches, the training pass's logits bit for bit);
 // the per-step device profile (parameters, activation bytes, FLOPs); float for training, double
 // for checks.
@@ -21,21 +22,48 @@
 #include "../config.hpp"
 #include "layers.hpp"
 #include "optimizer.hpp"
+#include "quantize.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
 namespace nn {
 
-/// The paper's Section 6 device profile, per local step.
+/// Energy of one multiply-accumulate at `bits` of precision, in picojoules, from Horowitz,
+/// "Computing's Energy Problem (and what we can do about it)", ISSCC 2014, 45 nm: fp32 mult 3.7 +
+/// add 0.9 = 4.6 pJ; int8 mult 0.2 + add 0.03 = 0.23 pJ; fp16 mult 1.1 + add 0.4 = 1.5 pJ.
+/// bits 0 or 32: fp32. bits <= 8: the int8 figures scaled as an array multiplier (B/8)^2 and an
+/// adder B/8. 8 < bits <= 16: linear between int8 (0.23 pJ) and fp16 (1.5 pJ). Memory accesses
+/// (Horowitz: 8 KB SRAM 10 pJ, DRAM 1.3-2.6 nJ per 64 bits) are not counted.
+inline double mac_energy_pj(unsigned bits) {
+  if (bits == 0 || bits >= 32) return 3.7 + 0.9;
+  const double b = double(bits);
+  if (bits <= 8) return 0.2 * (b / 8) * (b / 8) + 0.03 * (b / 8);
+  return 0.23 + (b - 8) / 8 * (1.5 - 0.23);
+}
+
+/// Radio energy per bit sent: 0.86 nJ per ADD x 485 ADDs per bit = 417 nJ/bit, the best link of
+/// Barr and Asanovic, "Energy-aware lossless data compression", MobiSys 2003 (802.11b, 5.7 Mb/s).
+inline constexpr double radio_joules_per_bit = 485 * 0.86e-9;
+
+/// Communication energy of sending `bytes` over that radio.
+inline double communication_energy_joules(double bytes) { return bytes * 8 * radio_joules_per_bit; }
+
+/// The paper's Section 6 device profile, per local step, and its low-precision estimate.
 struct device_profile {
   std::size_t parameters = 0;        ///< number of float parameters
-  std::size_t activation_bytes = 0;  ///< bytes of activations kept for backward at this batch size
+  std::size_t activation_bytes = 0;  ///< bytes of activations kept for backward at this batch size (fp32)
   double flops = 0;                  ///< forward + backward FLOPs of one step (a multiply-add is 2)
+  unsigned bits = 32;                ///< precision of weights, activations and gradients (32: fp32)
+  double memory_reduction = 1;       ///< 32 / bits: weights and activations stored at `bits`
+  double compute_reduction = 1;      ///< 32 / bits: operand width of the multiply-adds
+  double communication_reduction = 1;  ///< 32 / bits, were the model sent at `bits` per value
+  double compute_energy_joules = 0;  ///< flops / 2 multiply-adds at mac_energy_pj(bits)
+  double compute_energy_reduction = 1;  ///< mac_energy_pj(32) / mac_energy_pj(bits)
 };
 
 /// Any layer of layers.hpp.
 using layer = std::variant<dense, conv2d, max_pool2d, avg_pool2d, global_avg_pool, relu, flatten, group_norm,
-                           evo_norm_s0>;
+                           evo_norm_s0, range_evo_norm>;
 
 namespace detail {
 template <std::floating_point T>
@@ -46,6 +74,7 @@ struct net_scratch {
   std::vector<T> infer_a, infer_b;  ///< inference: ping-pong activations of one chunk
   std::vector<T> logits;            ///< inference: the logits of predict() and count_correct()
   std::vector<std::vector<T>> infer_packed;  ///< inference: each dense layer's packed weights
+  std::vector<T> qparams;                    ///< quantized training: the B-bit copy of the weights
 };
 }  // namespace detail
 
@@ -69,7 +98,7 @@ class model {
  public:
   /// The names make() knows.
   static const std::vector<std::string>& known_names() {
-    static const std::vector<std::string> names{"mlp", "cnn", "cnn_evonorm"};
+    static const std::vector<std::string> names{"mlp", "cnn", "cnn_evonorm", "cnn_range_evonorm"};
     return names;
   }
 
@@ -77,6 +106,7 @@ class model {
   /// "cnn": conv3x3 (pad 1) 16 -> GroupNorm(4) -> ReLU -> maxpool2, conv3x3 32 -> GroupNorm(4)
   ///        -> ReLU -> maxpool2, flatten, dense classes (20,586 parameters on 1x28x28, 10 classes).
   /// "cnn_evonorm": as cnn with EvoNorm-S0 (4 groups) in place of GroupNorm + ReLU.
+  /// "cnn_range_evonorm": as cnn with Range-EvoNorm (4 groups) in place of GroupNorm + ReLU.
   static model make(const std::string& name, std::size_t channels = 1, std::size_t rows = 28, std::size_t cols = 28,
                     std::size_t classes = 10) {
     const shape3 in{channels, rows, cols};
@@ -91,9 +121,9 @@ class model {
       ls.emplace_back(dense({256, 1, 1}, 128));
       ls.emplace_back(relu({128, 1, 1}));
       ls.emplace_back(dense({128, 1, 1}, classes));
-    } else if (name == "cnn" || name == "cnn_evonorm") {
+    } else if (name == "cnn" || name == "cnn_evonorm" || name == "cnn_range_evonorm") {
       if (rows < 4 || cols < 4) throw config_error(where + "the cnn needs at least 4x4 images (two 2x2 pools)");
-      const bool evo = name == "cnn_evonorm";
+      const bool evo = name == "cnn_evonorm", range_evo = name == "cnn_range_evonorm";
       shape3 s = in;
       for (std::size_t width : {std::size_t{16}, std::size_t{32}}) {
         const conv2d conv(s, width, 3, 1, 1);
@@ -101,6 +131,8 @@ class model {
         s = conv.out_shape();
         if (evo) {
           ls.emplace_back(evo_norm_s0(s, 4));
+        } else if (range_evo) {
+          ls.emplace_back(range_evo_norm(s, 4));
         } else {
           ls.emplace_back(group_norm(s, 4));
           ls.emplace_back(relu(s));
@@ -183,6 +215,21 @@ class model {
     return run<double>(params, images, labels, batch, grad.data(), ws, "loss_and_grad");
   }
 
+  /// As above with quantized training (quantize.hpp): q.bits == 0 is exactly the overload above;
+  /// otherwise weights and activations are rounded to q.bits (nearest) and the back-propagated
+  /// errors stochastically with counter_rng(q.seed, q.node, q.round). Throws config_error for bits
+  /// outside {0} and [4, 16].
+  float loss_and_grad(std::span<const float> params, const float* images, const std::uint8_t* labels,
+                      std::size_t batch, std::span<float> grad, workspace& ws, const quantization& q) const {
+    check_grad(params.size(), grad.size());
+    return float(run<float>(params, images, labels, batch, grad.data(), ws, "loss_and_grad", &q));
+  }
+  double loss_and_grad(std::span<const double> params, const double* images, const std::uint8_t* labels,
+                       std::size_t batch, std::span<double> grad, workspace& ws, const quantization& q) const {
+    check_grad(params.size(), grad.size());
+    return run<double>(params, images, labels, batch, grad.data(), ws, "loss_and_grad", &q);
+  }
+
   float loss(std::span<const float> params, const float* images, const std::uint8_t* labels, std::size_t batch,
              workspace& ws) const {
     return float(run<float>(params, images, labels, batch, nullptr, ws, "loss"));
@@ -233,14 +280,21 @@ class model {
   /// Section 6 device profile of one local step at this batch size (float storage). Activations
   /// are every layer's output kept for backward; FLOPs count forward, backward (no input
   /// gradient for the first layer) and the loss, linear in batch.
-  device_profile profile(std::size_t batch) const {
+  /// With bits (0 or 32: fp32, else 4..16): the reductions and compute energy at that precision.
+  device_profile profile(std::size_t batch, unsigned bits = 32) const {
+    if (bits != 32) quantization{bits}.validate("nn::model::profile");
+    if (bits == 0) bits = 32;
     device_profile p;
+    p.bits = bits;
+    p.memory_reduction = p.compute_reduction = p.communication_reduction = 32.0 / double(bits);
+    p.compute_energy_reduction = mac_energy_pj(32) / mac_energy_pj(bits);
     p.parameters = num_params();
     p.activation_bytes = act_total_ * batch * sizeof(float);
     double per_sample = 5.0 * double(classes_);  // softmax cross-entropy and its gradient
     for (std::size_t i = 0; i < layers_.size(); ++i)
       per_sample += std::visit([&](const auto& l) { return l.flops_forward() + l.flops_backward(i > 0); }, layers_[i]);
     p.flops = per_sample * double(batch);
+    p.compute_energy_joules = p.flops / 2 * mac_energy_pj(bits) * 1e-12;
     return p;
   }
 
@@ -280,26 +334,47 @@ class model {
   }
 
   /// Forward through every layer; returns the logits (inside ws).
+  /// act_bits != 0: every output but the logits is rounded to act_bits (nearest) in place, so
+  /// the next layer and the backward pass see the quantized activation.
   template <std::floating_point T>
-  const T* forward(const T* params, const T* images, std::size_t batch, detail::net_scratch<T>& s) const {
+  const T* forward(const T* params, const T* images, std::size_t batch, detail::net_scratch<T>& s,
+                   unsigned act_bits = 0) const {
     T* acts = detail::grow(s.acts, act_total_ * batch);
     const T* x = images;
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       T* y = acts + act_off_[i] * batch;
       std::visit([&](const auto& l) { l.forward(params + param_off_[i], x, y, batch, s.layer); }, layers_[i]);
+      if (act_bits && i + 1 < layers_.size())
+        quantize_nearest(std::span<T>(y, out_size(i) * batch), act_bits, "nn::model: activation");
       x = y;
     }
     return x;
   }
 
+  /// Per-sample output size of layer i.
+  std::size_t out_size(std::size_t i) const {
+    return (i + 1 < layers_.size() ? act_off_[i + 1] : act_total_) - act_off_[i];
+  }
+
   template <std::floating_point T>
   double run(std::span<const T> params, const T* images, const std::uint8_t* labels, std::size_t batch, T* grad,
-             workspace& ws, const char* fn) const {
+             workspace& ws, const char* fn, const quantization* q = nullptr) const {
     check_params(params.size(), fn);
     check_batch(images, batch, fn);
     check_labels(labels, batch, fn);
+    const unsigned bits = q ? q->bits : 0;
+    if (q) q->validate(("nn::model(\"" + name_ + "\")::" + fn).c_str());
     auto& s = ws.get<T>();
-    const T* logits = forward(params.data(), images, batch, s);
+    if (bits) {  // the B-bit copy of the weights, one tensor per layer
+      T* qp = detail::grow(s.qparams, params.size());
+      std::copy(params.begin(), params.end(), qp);
+      for (std::size_t i = 0; i < layers_.size(); ++i)
+        if (param_off_[i + 1] > param_off_[i])
+          quantize_nearest(std::span<T>(qp + param_off_[i], param_off_[i + 1] - param_off_[i]), bits,
+                           "nn::model: weights");
+      params = std::span<const T>(qp, params.size());
+    }
+    const T* logits = forward(params.data(), images, batch, s, bits);
     if (!grad) return softmax_cross_entropy<T>(logits, labels, batch, classes_, nullptr);
     T* ga = detail::grow(s.grad_a, max_act_ * batch);
     T* gb = detail::grow(s.grad_b, max_act_ * batch);
@@ -308,6 +383,12 @@ class model {
       const T* x = i ? s.acts.data() + act_off_[i - 1] * batch : images;
       const T* y = s.acts.data() + act_off_[i] * batch;
       T* dx = i ? gb : nullptr;
+      if (bits) {  // the back-propagated error of layer i's output, stochastic rounding
+        const ::sparsepush::detail::counter_rng rng(q->seed, q->node, q->round,
+                                                   ::sparsepush::detail::rng_stream::gradient_quantization);
+        quantize_stochastic(std::span<T>(ga, out_size(i) * batch), bits, rng, "nn::model: gradient",
+                            static_cast<std::uint32_t>(i) << 22);
+      }
       std::visit([&](const auto& l) { l.backward(params.data() + param_off_[i], x, y, ga, dx, grad + param_off_[i], batch, s.layer); },
                  layers_[i]);
       std::swap(ga, gb);
