@@ -77,7 +77,7 @@ TEST_CASE("quantize: integer levels in [0, 2^B - 1] are exact", "[nn][quantize]"
   CHECK(b == x);
 }
 
-TEST_CASE("quantize: constant and zero-range tensors are unchanged; NaN and bad bits throw", "[nn][quantize]") {
+TEST_CASE("quantize: constant and zero-range tensors are unchanged, NaN and bad bits throw", "[nn][quantize]") {
   std::vector<float> c(17, 2.5f), z(9, 0.0f), one{-3.0f};
   for (auto* v : {&c, &z, &one}) {
     auto a = *v, b = *v;
