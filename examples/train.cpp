@@ -31,6 +31,7 @@
 #include <sparsepush/sparsepush.hpp>
 #ifdef SPARSEPUSH_HAS_MPI
 #include <sparsepush/transport/mpi.hpp>
+#include "run_program.hpp"
 #endif
 #include <string>
 #include <thread>
@@ -97,20 +98,6 @@ double default_eta(const std::string& spec) {
       },
       c.get());
   return f >= 0.1 ? 0.1 : f >= 0.01 ? 0.02 : 0.01;
-}
-
-/// Run a program with these arguments, no shell in between (a path is never parsed as a command);
-/// its exit code, or -1 when it cannot be started or did not exit normally.
-int run_program(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /// Everything the nodes compute with, as "key=value;" pairs: what every MPI rank must agree on and

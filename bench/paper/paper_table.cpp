@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "run_program.hpp"  // examples/
+
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -98,19 +100,6 @@ std::string cell(const stat& s, const char* fmt, double scale = 1) {
   std::string out = format(fmt, s.mean * scale);
   if (s.count > 1) out += " ± " + format(fmt, s.spread * scale);
   return out;
-}
-
-/// Run a program with these arguments, no shell in between; its exit code, or -1.
-int run_program(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /// One row of the table: a (label, skew) and its runs, in RUNS.tsv's order.
