@@ -24,6 +24,7 @@ algorithms=(
   "DeepSqueeze top-1%|--algorithm deepsqueeze --compressor top-k:0.01"
   "SGP range-evonorm|--algorithm sgp --model cnn_range_evonorm"
   "8-bit SGP|--algorithm sgp --precision int8 --model cnn_range_evonorm"
+  "SP top-1% range-evonorm|--algorithm sp --compressor top-k:0.01 --model cnn_range_evonorm"
   "8-bit SP top-1%|--algorithm sp --compressor top-k:0.01 --precision int8 --model cnn_range_evonorm"
 )
 skews=(0 0.8)
