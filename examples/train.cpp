@@ -100,6 +100,17 @@ double default_eta(const std::string& spec) {
   return f >= 0.1 ? 0.1 : f >= 0.01 ? 0.02 : 0.01;
 }
 
+/// The value encoding of a final compressor that sends whole models (identity, whose values may
+/// be rounded: +fp16, +bf16, +int8), or nothing for one that does not: a sparsifier, sign or QSGD,
+/// which mix more slowly than the schedule's matrices show.
+std::optional<sp::value_encoding> whole_model_values(const std::string& spec) {
+  const auto compressor = sp::parse_compressor(spec);
+  const auto* whole = std::get_if<sp::identity>(&compressor.get());
+  if (!whole || whole->values.encoding == sp::value_encoding::sign || whole->values.encoding == sp::value_encoding::qsgd)
+    return std::nullopt;
+  return whole->values.encoding;
+}
+
 /// Everything the nodes compute with, as "key=value;" pairs: what every MPI rank must agree on and
 /// what a checkpoint must have been written with to be resumed (threads and outputs excluded:
 /// they do not change the results).
@@ -114,7 +125,10 @@ std::string settings_of(const config& c, std::size_t n, std::size_t d) {
          ";nesterov=" + std::to_string(c.nesterov) + ";weight_decay=" + std::to_string(c.weight_decay) +
          ";per_layer=" + std::to_string(c.per_layer) + ";consensus_step=" + std::to_string(c.consensus_step) +
          ";data=" + c.data + ";drop=" + std::to_string(c.drop_probability) + ";recovery=" + c.loss_recovery +
-         ";eval_every=" + std::to_string(c.eval_every) + ";eval_samples=" + std::to_string(c.eval_samples) + ";";
+         ";eval_every=" + std::to_string(c.eval_every) + ";eval_samples=" + std::to_string(c.eval_samples) + ";" +
+         // the training precision; full precision adds nothing, so fp32 checkpoints written before
+         // --bits existed still resume
+         (c.bits ? "bits=" + std::to_string(c.bits) + ";" : std::string());
 }
 
 /// The keys whose values differ between two settings strings, as "key=a (now b)".
@@ -139,6 +153,9 @@ std::string settings_diff(const std::string& was, const std::string& now) {
       if (k2 == k) nv = v2;
     if (nv != v) out += (out.empty() ? "" : ", ") + k + "=" + v + " (now " + nv + ")";
   }
+  for (const auto& [k, v] : b)  // keys only the new settings have (bits=8 against full precision)
+    if (std::none_of(a.begin(), a.end(), [&](const auto& kv) { return kv.first == k; }))
+      out += (out.empty() ? "" : ", ") + k + "=(absent) (now " + v + ")";
   return out.empty() ? "the settings differ" : out;
 }
 
@@ -504,6 +521,17 @@ int main(int argc, char** argv) {
       sp::parse_compressor(c.final_compressor);
       if (c.final_eta < 0) c.final_eta = default_eta(c.final_compressor);
       if (!(c.final_eta > 0 && c.final_eta <= 1)) throw sp::config_error("--final-eta must be in (0, 1]");
+      if (c.final_rounds == "auto" && !whole_model_values(c.final_compressor))
+        throw sp::config_error("--final-rounds auto counts rounds that send whole models (identity, or identity+fp16, "
+                               "+bf16 or +int8); --final-compressor " + c.final_compressor +
+                               " mixes more slowly than the schedule shows: give --final-rounds N");
+      if (c.final_rounds != "auto" && app.count("--final-tolerance") > 0)
+        throw sp::config_error("--final-tolerance sets the target of --final-rounds auto; --final-rounds " +
+                               c.final_rounds + " gives the count itself");
+    } else if (app.count("--final-rounds") > 0 && cl.root()) {
+      // accepted and unused, as it always was, so scripts keep working; but say so
+      std::fprintf(stderr, "sparsepush-train: warning: --final-rounds is SCSP's; --algorithm %s runs no final rounds\n",
+                   c.algorithm.c_str());
     }
     if (!(c.eta > 0 && c.eta <= 1)) throw sp::config_error("--eta must be in (0, 1]");
     // CLI11's range checks let NaN through, and from_chars reads "inf": every number must be finite
@@ -594,7 +622,8 @@ int main(int argc, char** argv) {
     std::uint32_t final_rounds = 0;
     sp::final_rounds_plan final_plan;
     if (scsp && c.final_rounds == "auto") {
-      final_plan = sp::final_rounds_for(sp::parse_schedule(c.schedule, n, c.seed), train_rounds, c.final_tolerance);
+      final_plan = sp::final_rounds_for(sp::parse_schedule(c.schedule, n, c.seed), train_rounds, c.final_tolerance,
+                                        100000, c.final_eta);
       final_rounds = final_plan.rounds;
     } else if (scsp) {
       final_rounds = static_cast<std::uint32_t>(std::stoull(c.final_rounds));
@@ -876,9 +905,18 @@ int main(int argc, char** argv) {
     if (cl.root() && scsp) {
       std::printf("sparsepush-train: SCSP's last %u rounds gossip with %s, eta %g", final_rounds, c.final_compressor.c_str(),
                   c.final_eta);
+      // a value encoding below the model's precision rounds what the exact count mixes
+      const auto values = whole_model_values(c.final_compressor).value_or(sp::value_encoding::native);
+      const char* rounding = values == sp::value_encoding::native || values == sp::value_encoding::f32 ||
+                                     values == sp::value_encoding::f64
+                                 ? ""
+                                 : ", before the values' rounding";
       if (c.final_rounds != "auto") std::printf("\n");
-      else if (final_plan.exact) std::printf(" (auto: the schedule averages exactly after %u rounds)\n", final_rounds);
-      else std::printf(" (auto: every model ends within %.3g of its distance to the average)\n", final_plan.bound);
+      else if (final_plan.exact)
+        std::printf(" (auto: the schedule averages exactly after %u rounds%s)\n", final_rounds, rounding);
+      else
+        std::printf(" (auto: every model ends within %.3g of its distance to the average%s)\n", final_plan.bound,
+                    rounding);
     }
 
     json summary;

@@ -2,7 +2,8 @@
 # time-varying ring (hops 1, 2, 4, 8: exact averaging after 4 rounds) auto runs exactly 4 final
 # rounds; with identity+bf16 each of the 4 x 16 final messages carries d bf16 values (2 d bytes
 # plus a header and an envelope of under 128 bytes), and the node models end close together; on a
-# directed ring of 6 nodes auto runs more rounds and the models end within the tolerance.
+# directed ring of 6 nodes auto runs more rounds and the models end within the tolerance; SP given
+# --final-rounds warns that it runs none.
 # Usage: cmake -DEXE=exe -DWORK_DIR=dir -P check_final_rounds.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -46,5 +47,20 @@ endif()
 # The divergence starts near 1-10 on these runs: 0.01 of it is far below 1
 if(div GREATER 0.5)
   message(FATAL_ERROR "after ${k} exact final rounds on the directed ring the divergence is ${div}")
+endif()
+# --final-rounds with another algorithm: accepted as before (scripts keep working), with a warning
+execute_process(COMMAND ${EXE} ${common} --nodes 4 --algorithm sp --final-rounds 4 --summary ${WORK_DIR}/sp.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "--algorithm sp --final-rounds 4 failed (${rc}):\n${out}\n${err}")
+endif()
+string(FIND "${err}" "warning: --final-rounds is SCSP's; --algorithm sp runs no final rounds" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "--algorithm sp --final-rounds 4 gave no warning on stderr:\n${err}")
+endif()
+file(READ ${WORK_DIR}/sp.json s)
+field("${s}" final_rounds k)
+if(NOT k EQUAL 0)
+  message(FATAL_ERROR "--algorithm sp ran ${k} final rounds")
 endif()
 message(STATUS "auto: 4 exact rounds (bf16, ${bytes} bytes, divergence ${div}); directed ring of 6: ${k} rounds")

@@ -50,6 +50,25 @@ std::vector<vec> random_models(std::size_t n, std::size_t d, unsigned seed) {
     for (auto& v : xi) v = nd(g);
   return x;
 }
+
+/// Every node's de-biased model's distance to the push-sum average sum x / sum u.
+vec distances_to_average(const sparse_push<double>& alg, std::size_t n, std::size_t d) {
+  vec xbar(d, 0.0);
+  double usum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t c = 0; c < d; ++c) xbar[c] += alg.group().x(i)[c];
+    usum += alg.group().u(i);
+  }
+  for (auto& v : xbar) v /= usum;
+  vec dist(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto m = alg.model(i);
+    double sq = 0;
+    for (std::size_t c = 0; c < d; ++c) sq += (m[c] - xbar[c]) * (m[c] - xbar[c]);
+    dist[i] = std::sqrt(sq);
+  }
+  return dist;
+}
 }  // namespace
 
 TEST_CASE("final rounds: the exact count where the graph averages exactly", "[algorithm]") {
@@ -126,23 +145,7 @@ TEST_CASE("final rounds: a group running the count ends within the tolerance", "
   sparse_push<double> alg(random_models(n, d, 5), s,
                           scsp_phases(parse_compressor("top-k:0.25"), 0.3, train, plan.rounds));
   for (std::uint32_t t = 0; t < train; ++t) alg.round(t, no_step<double>, 0.0);
-  auto distances = [&] {
-    vec xbar(d, 0.0);
-    double usum = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      for (std::size_t c = 0; c < d; ++c) xbar[c] += alg.group().x(i)[c];
-      usum += alg.group().u(i);
-    }
-    for (auto& v : xbar) v /= usum;
-    vec dist(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto m = alg.model(i);
-      double sq = 0;
-      for (std::size_t c = 0; c < d; ++c) sq += (m[c] - xbar[c]) * (m[c] - xbar[c]);
-      dist[i] = std::sqrt(sq);
-    }
-    return dist;
-  };
+  auto distances = [&] { return distances_to_average(alg, n, d); };
   double u_spread = 0;
   for (std::size_t i = 0; i < n; ++i) u_spread = std::max(u_spread, std::abs(alg.group().u(i) - 1.0));
   REQUIRE(u_spread > 0.05);  // the weights are not all 1: the bound must hold for any u
@@ -161,6 +164,56 @@ TEST_CASE("final rounds: bad tolerances and graphs too slow for the limit are er
   REQUIRE_THROWS_AS(final_rounds_for(s, 0, 1.0), config_error);
   REQUIRE_THROWS_AS(final_rounds_for(s, 0, std::nan("")), config_error);
   REQUIRE_THROWS_WITH(final_rounds_for(s, 0, 1e-3, 50), Catch::Contains("give the number of final rounds"));
+  for (double eta : {0.0, -0.5, 1.5, std::nan("")})
+    REQUIRE_THROWS_WITH(final_rounds_for(s, 0, 1e-3, 100000, eta), Catch::Contains("eta must be in (0, 1]"));
+  // the work limit: the ring needs thousands of rounds of 64 x 2 x 64 multiply-adds; a budget of
+  // 10^6 stops it after about 80 of them, with the bound reached so far, while the default finds it
+  const auto plan = final_rounds_for(s, 0, 1e-3);
+  REQUIRE(plan.rounds > 500);
+  REQUIRE_THROWS_WITH(final_rounds_for(s, 0, 1e-3, 100000, 1.0, 1e6),
+                      Catch::Contains("work limit on 64 nodes") &&
+                          Catch::Contains("give the number of final rounds"));
+  REQUIRE_NOTHROW(final_rounds_for(s, 0, 1e-3, 100000, 1.0, 64.0 * 3 * 64 * plan.rounds));
+}
+
+TEST_CASE("final rounds relaxed by eta: the count of the relaxed product, run by a group", "[algorithm]") {
+  // x_i <- x_i + eta (sum_j W_ij x_j - x_i) multiplies by I + eta (W - I): at eta 0.5 the
+  // time-varying ring of 16 no longer averages exactly after 4 rounds
+  const auto ring = parse_schedule("time-varying-ring", 16);
+  const auto relaxed = final_rounds_for(ring, 586, 1e-3, 100000, 0.5);
+  REQUIRE_FALSE(relaxed.exact);
+  REQUIRE(relaxed.rounds > 4);
+  for (const char* spec : {"time-varying-ring", "erdos-renyi:0.3"}) {
+    const std::size_t n = std::string(spec) == "erdos-renyi:0.3" ? 9 : 16, d = 8;
+    const auto s = parse_schedule(spec, n, 4);
+    const std::uint32_t train = 30;
+    const double tol = 1e-3, eta = 0.5;
+    const auto plan = final_rounds_for(s, train, tol, 100000, eta);
+    CAPTURE(spec, plan.rounds, plan.bound);
+    // independent: dense products of I + eta (W(t) - I)
+    const auto id = Eigen::MatrixXd::Identity(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n));
+    Eigen::MatrixXd p = id, before = p;
+    for (std::uint32_t k = 0; k < plan.rounds; ++k) {
+      before = p;
+      p = (id + eta * (dense_w(s, train + k) - id)) * p;
+    }
+    REQUIRE(rho_of(p) <= tol);
+    REQUIRE(std::abs(rho_of(p) - plan.bound) <= 1e-12);
+    REQUIRE(rho_of(before) > tol);
+    // SP rounds, then plan.rounds of SCSP's final phase with identity and eta 0.5
+    sparse_push<double> alg(random_models(n, d, 6), s,
+                            scsp_phases(parse_compressor("top-k:0.25"), 0.3, train, parse_compressor("identity"),
+                                        eta, plan.rounds));
+    for (std::uint32_t t = 0; t < train; ++t) alg.round(t, no_step<double>, 0.0);
+    auto max_distance = [&] {
+      const vec dist = distances_to_average(alg, n, d);
+      return *std::max_element(dist.begin(), dist.end());
+    };
+    const double m0 = max_distance();
+    REQUIRE(m0 > 0.1);
+    for (std::uint32_t t = train; t < train + plan.rounds; ++t) alg.round(t, no_step<double>, 0.0);
+    REQUIRE(max_distance() <= tol * m0 + 1e-12);
+  }
 }
 
 TEST_CASE("SCSP's bf16 final phase: a fresh residual, bf16 values, mass kept, models close", "[algorithm]") {
