@@ -43,7 +43,7 @@ enum class rng_stream : std::uint32_t {
   topology = 4,
   message_loss = 5,
   gradient_quantization = 6,  ///< nn: stochastic rounding of back-propagated errors
-};
+};  // ids below 256: counter_rng::substream uses the stream word's high 24 bits
 
 /// Counter-based random numbers keyed by (seed, node, round, stream); draw(i) is a pure function
 /// of its position i, so any thread may draw any position in any order.
@@ -62,6 +62,14 @@ class counter_rng {
   /// The Philox counter of block b, and the key: what a vector generator needs.
   constexpr philox_counter counter(std::uint32_t b) const noexcept { return {b, round_, node_, stream_}; }
   constexpr philox_key key() const noexcept { return key_; }
+
+  /// The same key, node and round with k (< 2^24) in the stream word's high 24 bits: 2^32 fresh
+  /// blocks, disjoint from the stream's own and from every other k (stream ids stay below 256).
+  constexpr counter_rng substream(std::uint32_t k) const noexcept {
+    counter_rng r = *this;
+    r.stream_ |= k << 8;
+    return r;
+  }
 
   /// A uniform 64-bit word for position i (two words of block i).
   constexpr std::uint64_t bits64(std::uint32_t i) const noexcept {

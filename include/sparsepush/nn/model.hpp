@@ -364,6 +364,9 @@ class model {
     check_labels(labels, batch, fn);
     const unsigned bits = q ? q->bits : 0;
     if (q) q->validate(("nn::model(\"" + name_ + "\")::" + fn).c_str());
+    if (bits && grad && layers_.size() > 1024)  // one stochastic-rounding lane per layer
+      throw config_error("nn::model(\"" + name_ + "\")::" + fn + ": quantized training rounds the errors of at most "
+                         "1024 layers, the model has " + std::to_string(layers_.size()));
     auto& s = ws.get<T>();
     if (bits) {  // the B-bit copy of the weights, one tensor per layer
       T* qp = detail::grow(s.qparams, params.size());
@@ -387,7 +390,7 @@ class model {
         const ::sparsepush::detail::counter_rng rng(q->seed, q->node, q->round,
                                                    ::sparsepush::detail::rng_stream::gradient_quantization);
         quantize_stochastic(std::span<T>(ga, out_size(i) * batch), bits, rng, "nn::model: gradient",
-                            static_cast<std::uint32_t>(i) << 22);
+                            static_cast<std::uint32_t>(i) * quantization_lane_blocks);  // lane i
       }
       std::visit([&](const auto& l) { l.backward(params.data() + param_off_[i], x, y, ga, dx, grad + param_off_[i], batch, s.layer); },
                  layers_[i]);

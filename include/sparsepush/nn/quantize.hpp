@@ -8,10 +8,12 @@
 // the logits (nearest), and each back-propagated error d(loss)/d(output) before the layer's backward
 // (stochastic, seeded by (seed, node, round), so a step is bit-reproducible whatever the thread
 // count). Weight gradients are not rounded again: Banner et al.'s "gradient bifurcation" keeps the
-// weight-gradient path at higher precision. The optimizer keeps full-precision (fp32) master weights:
-// an SGD step gamma * g is far below one 8-bit grid step of a weight tensor, so rounding the stored
-// weights would lose the update (and the gossip steps of eta ~ 0.01); only the copies the forward and
-// backward passes read are B-bit. Inference (logits, predict) uses the master weights unquantized.
+// weight-gradient path at higher precision. The optimizer keeps full-precision (fp32) master weights,
+// as the paper's authors' public code does (its layers quantize a copy of each weight tensor in the
+// forward pass and leave the stored weights in full precision): an SGD step gamma * g is far below
+// one 8-bit grid step of a weight tensor, so rounding the stored weights would lose the update (and
+// the gossip steps of eta ~ 0.01); only the copies the forward and backward passes read are B-bit.
+// Inference (logits, predict) uses the master weights unquantized.
 #pragma once
 
 #include <cmath>
@@ -82,9 +84,15 @@ void quantize_nearest(std::span<T> x, unsigned bits, const char* where = "nn::qu
   }
 }
 
-/// In place: x <- lo + D * floor((x - lo) / D + u_i), u_i uniform in [0, 1) drawn at position i of
-/// rng, element i using word i of the blocks from first_block on (unbiased: E[Q(x)] = x up to the
-/// 2^-24 resolution of u). Error per element < D.
+/// Blocks of 4 random words one stochastic rounding takes from its own stream before it moves on
+/// to the next substream: a lane. Tensors of one step that share a stream take lanes
+/// first_block = lane << 22 (lanes 0 .. 1023), and never share a word whatever their sizes.
+inline constexpr std::uint32_t quantization_lane_blocks = std::uint32_t{1} << 22;
+
+/// In place: x <- lo + D * floor((x - lo) / D + u_i), u_i uniform in [0, 1) (unbiased: E[Q(x)] = x
+/// up to the 2^-24 resolution of u). Error per element < D. Element i uses word i mod 4 of block
+/// b = i / 4: block first_block + b of rng while b < quantization_lane_blocks (2^24 elements), and
+/// beyond, block first_block + b mod 2^22 of rng.substream(b / 2^22).
 template <std::floating_point T>
 void quantize_stochastic(std::span<T> x, unsigned bits, const ::sparsepush::detail::counter_rng& rng,
                          const char* where = "nn::quantize_stochastic", std::uint32_t first_block = 0) {
@@ -93,8 +101,12 @@ void quantize_stochastic(std::span<T> x, unsigned bits, const ::sparsepush::deta
   if (!(hi > lo)) return;
   const double levels = double((std::uint32_t{1} << bits) - 1);
   const double step = (double(hi) - double(lo)) / levels, inv = levels / (double(hi) - double(lo));
+  auto lane_rng = rng;
   for (std::size_t b = 0; 4 * b < x.size(); ++b) {
-    const auto w = rng.block(first_block + static_cast<std::uint32_t>(b));
+    const auto in_lane = static_cast<std::uint32_t>(b % quantization_lane_blocks);
+    if (b >= quantization_lane_blocks && in_lane == 0)
+      lane_rng = rng.substream(static_cast<std::uint32_t>(b / quantization_lane_blocks));
+    const auto w = lane_rng.block(first_block + in_lane);
     for (std::size_t j = 0; j < 4 && 4 * b + j < x.size(); ++j) {
       T& v = x[4 * b + j];
       const double z = (double(v) - double(lo)) * inv;
