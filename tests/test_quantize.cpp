@@ -131,6 +131,40 @@ TEST_CASE("quantize: stochastic rounding is unbiased and its error is below one 
   }
 }
 
+TEST_CASE("quantize: a tensor past its lane of 2^24 elements draws words no other lane uses", "[nn][quantize]") {
+  // Lane 0 holds 2^24 + 64 elements, lane 1 (first_block 2^22) 64. Both have the range [0, 1] and,
+  // past it, values at 7.5 grid steps (4 bits: step 1/15), which round down or up by the random
+  // word alone. Lane 0's last 64 elements and lane 1's elements sit at the same block offsets
+  // past 2^22: drawing the same words would make their 62 decisions identical.
+  const std::size_t lane = std::size_t{4} << 22, tail = 64;
+  const float mid = 7.5f / 15.0f;
+  std::vector<float> big(lane + tail, mid), small(tail, mid);
+  big[0] = small[0] = 0.0f;
+  big[1] = small[1] = 1.0f;
+  nn::quantize_stochastic(std::span<float>(big), 4, grad_rng(5, 1, 9));
+  nn::quantize_stochastic(std::span<float>(small), 4, grad_rng(5, 1, 9), "test", nn::quantization_lane_blocks);
+  int same = 0, up_big = 0, up_small = 0;
+  for (std::size_t j = 2; j < tail; ++j) {
+    const bool a = big[lane + j] > mid, b = small[j] > mid;
+    REQUIRE(std::abs(big[lane + j] - mid) <= 0.5f / 15.0f + 1e-6f);  // one of the two neighbours
+    same += a == b;
+    up_big += a;
+    up_small += b;
+  }
+  // independent fair coins: 62 agreements has probability 2^-62; each side's ups look like coins
+  CHECK(same < 62);
+  CHECK(up_big > 10);
+  CHECK(up_big < 52);
+  CHECK(up_small > 10);
+  CHECK(up_small < 52);
+  // the first 2^24 elements are unchanged from one lane's blocks: a prefix rounds the same bits
+  std::vector<float> prefix(big.begin(), big.begin() + 4096), again(4096, mid);
+  again[0] = 0.0f;
+  again[1] = 1.0f;
+  nn::quantize_stochastic(std::span<float>(again), 4, grad_rng(5, 1, 9));
+  CHECK(again == prefix);
+}
+
 TEST_CASE("quantize: the quantized loss_and_grad is deterministic by (seed, node, round)", "[nn][quantize]") {
   for (const std::string name : {"cnn", "cnn_range_evonorm", "mlp"}) {
     INFO(name);
@@ -175,27 +209,59 @@ TEST_CASE("range_evo_norm: forward matches a naive computation, gradients match 
           "[nn][quantize]") {
   const nn::range_evo_norm en({4, 2, 3}, 2);
   const std::size_t batch = 2, n = 12;
+  REQUIRE(en.chunks == 6);  // the largest divisor of 12 up to 16 that leaves 2 elements a chunk
   const auto x = randn(batch * 24, 51);
   const auto p = randn(12, 52);
   std::vector<double> y(x.size());
   nn::layer_scratch<double> s;
   en.forward(p.data(), x.data(), y.data(), batch, s);
-  const double cn = 1 / std::sqrt(2 * std::log(double(n)));
+  // Banner et al.'s constant for chunks of 2: 0.175 (1 + sqrt(pi ln 4)) / sqrt(2 ln 2)
+  const double cn = 0.175 * (1 + std::sqrt(3.14159265358979323846 * std::log(4.0))) / std::sqrt(2 * std::log(2.0));
   for (std::size_t b = 0; b < batch; ++b)
     for (std::size_t g = 0; g < 2; ++g) {
       const double* xg = x.data() + (b * 2 + g) * n;
-      std::vector<double> sorted(xg, xg + n);
-      std::sort(sorted.begin(), sorted.end());
-      const double sd = cn * (sorted.back() - sorted.front()) + 1e-5;
+      double range = 0;  // mean over the 6 chunks of (max - min), each chunk sorted
+      for (std::size_t k = 0; k < 6; ++k) {
+        std::vector<double> sorted(xg + 2 * k, xg + 2 * k + 2);
+        std::sort(sorted.begin(), sorted.end());
+        range += (sorted.back() - sorted.front()) / 6;
+      }
+      const double sd = cn * range + 1e-5;
       for (std::size_t i = 0; i < n; ++i) {
         const std::size_t c = g * 2 + i / 6;
         const double expect = p[c] * xg[i] / (1 + std::exp(-p[8 + c] * xg[i])) / sd + p[4 + c];
         CHECK(y[(b * 2 + g) * n + i] == Approx(expect).epsilon(1e-12));
       }
     }
+  // the chunk counts: 16 for the cnn's groups (3136 and 1568 elements), the largest divisor of
+  // the group size up to 16 otherwise, 1 for a group of 2 or a prime size
+  CHECK(nn::range_evo_norm({16, 28, 28}, 4).chunks == 16);
+  CHECK(nn::range_evo_norm({32, 14, 14}, 4).chunks == 16);
+  CHECK(nn::range_evo_norm({5, 2, 3}, 1).chunks == 15);
+  CHECK(nn::range_evo_norm({1, 1, 2}, 1).chunks == 1);
+  CHECK(nn::range_evo_norm({1, 1, 17}, 1).chunks == 1);
+  CHECK(nn::range_evo_norm({4, 2, 3}, 2, 1e-5, 4).chunks == 4);
+  // s_g estimates the group's standard deviation on Gaussian data: with gamma 1, beta 0 and v 0,
+  // y = x / (2 s_g). Chunks of 196 normal draws have an expected range of about 5.49 sigma, so
+  // s_g is about 0.166 * 5.49 = 0.91 sigma
+  {
+    const nn::range_evo_norm big({4, 28, 28}, 1);
+    REQUIRE(big.chunks == 16);
+    const auto xb = randn(big.in_shape().size(), 61, 3.0);
+    std::vector<double> pb(big.num_params(), 0.0), yb(xb.size());
+    std::fill(pb.begin(), pb.begin() + 4, 1.0);
+    big.forward(pb.data(), xb.data(), yb.data(), 1, s);
+    double mean = 0, var = 0;
+    for (double v : xb) mean += v / double(xb.size());
+    for (double v : xb) var += (v - mean) * (v - mean) / double(xb.size());
+    const double sg = xb[7] / (2 * yb[7]);
+    CHECK(sg > 0.8 * std::sqrt(var));
+    CHECK(sg < 1.05 * std::sqrt(var));
+  }
   // finite differences of L = sum w y in double; random inputs have distinct values, so the
   // argmax and argmin do not switch within h
-  for (auto [layer, nb, seed] : {std::tuple{en, std::size_t{2}, 53}, std::tuple{nn::range_evo_norm({8, 3, 3}, 4), std::size_t{3}, 54}}) {
+  for (auto [layer, nb, seed] : {std::tuple{en, std::size_t{2}, 53}, std::tuple{nn::range_evo_norm({8, 3, 3}, 4), std::size_t{3}, 54},
+                                 std::tuple{nn::range_evo_norm({8, 4, 4}, 2), std::size_t{2}, 55}}) {  // 16 chunks of 4
     INFO(layer.describe());
     auto xi = randn(nb * layer.in_shape().size(), seed);
     auto pi = randn(layer.num_params(), seed + 1, 0.5);
@@ -226,6 +292,7 @@ TEST_CASE("range_evo_norm: forward matches a naive computation, gradients match 
     CHECK(fd(pi, dp) < 1e-6);
   }
   CHECK_THROWS_AS(nn::range_evo_norm({3, 2, 2}, 2), config_error);  // channels not divisible by groups
+  CHECK_THROWS_AS(nn::range_evo_norm({4, 2, 3}, 2, 1e-5, 0), config_error);  // no chunks
 }
 
 TEST_CASE("device profile: reductions and compute energy from Horowitz's 45 nm figures", "[nn][quantize]") {

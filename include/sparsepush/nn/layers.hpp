@@ -898,26 +898,42 @@ struct evo_norm_s0 {
 };
 
 /// Range-EvoNorm (Aketi, Kodge, Roy, arXiv 2111.09389): EvoNorm-S0 with the group standard
-/// deviation replaced by Banner et al.'s range estimate, robust to low-precision arithmetic:
-///   y = gamma * x * sigmoid(v x) / s_g + beta,  s_g = C(n) * (max_g x - min_g x) + eps,
-///   C(n) = 1 / sqrt(2 ln n), n = elements of the group (channels/groups * H * W).
-/// max and min are piecewise linear: the gradient of s_g goes to the (first) argmax and argmin.
+/// deviation replaced by Banner et al.'s range estimate (Range BN, NeurIPS 2018), robust to
+/// low-precision arithmetic. Each group of n = channels/groups * H * W elements (contiguous in
+/// NCHW) is cut into K contiguous chunks of m = n / K elements:
+///   y = gamma * x * sigmoid(v x) / s_g + beta,
+///   s_g = C(m) * (mean_k max_{chunk k} x - mean_k min_{chunk k} x) + eps,
+///   C(m) = 0.5 * 0.35 * (1 + sqrt(pi ln 4)) / sqrt(2 ln m),
+/// so that s_g estimates the standard deviation of Gaussian data (E[max - min] of m draws is
+/// about 2 sigma sqrt(2 ln m)). K is the largest divisor of n up to `chunks` (16, as the authors'
+/// code) that leaves m >= 2. max and min are piecewise linear: the gradient of s_g goes to each
+/// chunk's (first) argmax and argmin, C(m) / K each with their signs.
 struct range_evo_norm {
   shape3 in{};
   std::size_t groups = 1;
   double eps = 1e-5;
+  std::size_t chunks = 16;  ///< K: chunks per group, after construction a divisor of the group size
 
-  range_evo_norm(shape3 input, std::size_t groups_, double eps_ = 1e-5) : in(input), groups(groups_), eps(eps_) {
+  range_evo_norm(shape3 input, std::size_t groups_, double eps_ = 1e-5, std::size_t chunks_ = 16)
+      : in(input), groups(groups_), eps(eps_) {
     detail::check_groups("range_evo_norm", in, groups);
     detail::require(eps > 0, "range_evo_norm: eps must be positive");
-    detail::require(in.size() / groups >= 2, "range_evo_norm: a group needs at least 2 elements (C(n) = 1/sqrt(2 ln n))");
+    const std::size_t n = in.size() / groups;
+    detail::require(n >= 2, "range_evo_norm: a group needs at least 2 elements (C(m) = c / sqrt(2 ln m))");
+    detail::require(chunks_ >= 1, "range_evo_norm: chunks must be at least 1");
+    chunks = 1;
+    for (std::size_t k = std::min(chunks_, n / 2); k > 1; --k)
+      if (n % k == 0) {
+        chunks = k;
+        break;
+      }
   }
   shape3 in_shape() const { return in; }
   shape3 out_shape() const { return in; }
   std::size_t num_params() const { return 3 * in.c; }
   std::string describe() const {
-    return "range_evo_norm " + in.str() + " (groups " + std::to_string(groups) + "), " +
-           std::to_string(num_params()) + " params";
+    return "range_evo_norm " + in.str() + " (groups " + std::to_string(groups) + ", chunks " +
+           std::to_string(chunks) + "), " + std::to_string(num_params()) + " params";
   }
   double flops_forward() const { return 10.0 * double(in.size()); }
   double flops_backward(bool need_dx) const { return (need_dx ? 16.0 : 12.0) * double(in.size()); }
@@ -927,12 +943,12 @@ struct range_evo_norm {
     detail::fill_value(p + in.c, in.c, T(0));
     detail::fill_value(p + 2 * in.c, in.c, T(1));
   }
-  /// C(n) of a group.
+  /// C(m) of a chunk.
   double range_scale() const {
-    const double n = double(in.size() / groups);
-    return 1.0 / std::sqrt(2.0 * std::log(n));
+    const double m = double(in.size() / groups / chunks);
+    return 0.5 * 0.35 * (1.0 + std::sqrt(std::numbers::pi * std::log(4.0))) / std::sqrt(2.0 * std::log(m));
   }
-  /// First positions of the group's minimum and maximum.
+  /// First positions of the minimum and maximum of x[0 .. n).
   template <std::floating_point T>
   static std::pair<std::size_t, std::size_t> arg_min_max(const T* x, std::size_t n) {
     std::size_t lo = 0, hi = 0;
@@ -942,15 +958,24 @@ struct range_evo_norm {
     }
     return {lo, hi};
   }
+  /// mean_k max - mean_k min of the group at xg (n elements).
+  template <std::floating_point T>
+  double group_range(const T* xg, std::size_t n) const {
+    const std::size_t m = n / chunks;
+    double sum = 0;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const auto [lo, hi] = arg_min_max(xg + k * m, m);
+      sum += double(xg[k * m + hi]) - double(xg[k * m + lo]);
+    }
+    return sum / double(chunks);
+  }
 
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const double cn = range_scale();
     for (std::size_t m = 0; m < batch * groups; ++m) {
-      const T* xg = x + m * n;
-      const auto [lo, hi] = arg_min_max(xg, n);
-      const double rs = 1.0 / (cn * (double(xg[hi]) - double(xg[lo])) + eps);
+      const double rs = 1.0 / (cn * group_range(x + m * n, n) + eps);
       for (std::size_t cc = 0; cc < cpg; ++cc) {
         const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
         const T a = T(double(p[c]) * rs), b = p[in.c + c], v = p[2 * in.c + c];
@@ -970,8 +995,7 @@ struct range_evo_norm {
     T* sig = detail::grow(scratch.cols, n);  // sigmoid(v x) of the group
     for (std::size_t m = 0; m < batch * groups; ++m) {
       const T* xg = x + m * n;
-      const auto [lo, hi] = arg_min_max(xg, n);
-      const double rs = 1.0 / (cn * (double(xg[hi]) - double(xg[lo])) + eps);
+      const double rs = 1.0 / (cn * group_range(xg, n) + eps);
       double sum_gn = 0;  // sum of dy gamma x sigmoid(v x) over the group
       for (std::size_t cc = 0; cc < cpg; ++cc) {
         const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
@@ -994,10 +1018,15 @@ struct range_evo_norm {
         const detail::carr<T> X(x + off, detail::ix(hw)), dY(dy + off, detail::ix(hw)), S(sig + cc * hw, detail::ix(hw));
         detail::marr<T>(dx + off, detail::ix(hw)) = dY * gr * S * (T(1) + v * X * (T(1) - S));
       }
-      // d loss / d s = -sum(g n) / s^2; d s / d x = C(n) at the argmax, -C(n) at the argmin
-      const double ds = -sum_gn * rs * rs * cn;
-      dx[m * n + hi] += T(ds);
-      dx[m * n + lo] -= T(ds);
+      // d loss / d s = -sum(g n) / s^2; d s / d x = C(m) / K at each chunk's argmax, -C(m) / K at
+      // its argmin
+      const double ds = -sum_gn * rs * rs * cn / double(chunks);
+      const std::size_t len = n / chunks;
+      for (std::size_t k = 0; k < chunks; ++k) {
+        const auto [lo, hi] = arg_min_max(xg + k * len, len);
+        dx[m * n + k * len + hi] += T(ds);
+        dx[m * n + k * len + lo] -= T(ds);
+      }
     }
     for (std::size_t i = 0; i < 3 * in.c; ++i) dp[i] = T(acc[i]);
   }
