@@ -32,24 +32,50 @@ class centralized {
     g_.assign(nodes, std::vector<T>(as_const_span(x_).size()));
   }
 
+  /// One round t: every node's g_i at the shared x (the oracle writes it into a buffer of node i).
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
     const std::size_t n = g_.size();
     const auto x = as_span(x_);
-    const std::size_t d = x.size();
     pool_.parallel_for(n, [&](std::size_t i) {
       std::fill(g_[i].begin(), g_[i].end(), T(0));
       oracle(static_cast<std::uint32_t>(i), t, std::span<const T>(x), g_[i]);
-      detail::check_finite(std::span<const T>(g_[i]), context{0, static_cast<std::uint32_t>(i), t},
-                           "local direction");
+    });
+    views_.assign(g_.begin(), g_.end());
+    round(t, std::span<const std::span<const T>>(views_), gamma);
+  }
+
+  /// One round t with the nodes' directions g_i computed by the caller (for_each_node, model()).
+  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma) {
+    const std::size_t n = g_.size();
+    const auto x = as_span(x_);
+    const std::size_t d = x.size();
+    if (directions.size() != n)
+      throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
+                       " local directions for " + std::to_string(n) + " nodes");
+    pool_.parallel_for(n, [&](std::size_t i) {
+      if (directions[i].size() != d)
+        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(i) + ": direction has " +
+                         std::to_string(directions[i].size()) + " elements, the model has " + std::to_string(d));
+      detail::check_finite(directions[i], context{0, static_cast<std::uint32_t>(i), t}, "local direction");
     });
     const T scale = static_cast<T>(gamma / static_cast<double>(n));
     for (std::size_t l = 0; l < d; ++l) {
       T sum = 0;
-      for (std::size_t i = 0; i < n; ++i) sum += g_[i][l];
+      for (std::size_t i = 0; i < n; ++i) sum += directions[i][l];
       x[l] -= scale * sum;
     }
     bytes_ += 2 * (n - 1) * 4 * d;  // n nodes x 2 (n - 1) / n x 4 d
   }
+
+  /// Every round trains.
+  bool trains(std::uint32_t) const noexcept { return true; }
+  /// Run f(i, w) for every node on the algorithm's threads (w names the thread).
+  template <class F>
+    requires std::invocable<F&, std::size_t, std::size_t>
+  void for_each_node(F&& f) {
+    pool_.parallel_for_worker(g_.size(), f);
+  }
+  std::size_t workers() const noexcept { return pool_.size(); }
 
   std::size_t num_nodes() const noexcept { return g_.size(); }
   std::size_t dim() const noexcept { return as_const_span(x_).size(); }
@@ -85,6 +111,7 @@ class centralized {
  private:
   tensor_type x_;
   std::vector<std::vector<T>> g_;
+  std::vector<std::span<const T>> views_;
   detail::thread_pool pool_;
   std::size_t bytes_ = 0;
 };

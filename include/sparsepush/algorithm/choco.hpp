@@ -328,19 +328,32 @@ class choco {
     for (std::size_t j = 0; j < x0.size(); ++j)
       nodes_.emplace_back(std::move(x0[j]), static_cast<std::uint32_t>(first + j), std::move(cols[first + j]),
                           opt_.form, opt_.consensus_step, opt_.seed);
-    g_.assign(x0.size(), std::vector<T>(d_));
   }
 
  public:
+  /// One round t with learning rate gamma: the oracle gets x_i (worker w's call: its own
+  /// scratch) and writes g_i into a buffer of node i.
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
     const std::size_t n = nodes_.size();
+    if (g_.size() != n) g_.assign(n, std::vector<T>(d_));
     pool_.parallel_for(n, [&](std::size_t i) {
       std::fill(g_[i].begin(), g_[i].end(), T(0));
       oracle(first_ + static_cast<std::uint32_t>(i), t, nodes_[i].x(), g_[i]);
     });
-    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, g_[i], gamma); });
+    views_.assign(g_.begin(), g_.end());
+    round(t, std::span<const std::span<const T>>(views_), gamma);
+  }
+
+  /// One round t with the local directions g_i computed by the caller (one per node this process
+  /// runs; e.g. views of its optimizer's buffers, computed with for_each_node and model()).
+  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma) {
+    const std::size_t n = nodes_.size();
+    if (directions.size() != n)
+      throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
+                       " local directions for " + std::to_string(n) + " nodes");
+    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, directions[i], gamma); });
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      nodes_[i].local_step_and_compress(opt_.compressor, t, g_[i], gamma, ws_[w]);
+      nodes_[i].local_step_and_compress(opt_.compressor, t, directions[i], gamma, ws_[w]);
     });
     for (std::size_t i = 0; i < n; ++i) {
       auto ep = net_->endpoint(first_ + static_cast<std::uint32_t>(i));
@@ -375,6 +388,17 @@ class choco {
     for (std::size_t i = 0; i < nodes_.size(); ++i) nodes_[i].restore(st[i]);
     net_->restore_ledger(std::move(ledger));
   }
+
+  /// Every CHOCO round trains.
+  bool trains(std::uint32_t) const noexcept { return true; }
+  /// Run f(i, w) for every node this process runs on the algorithm's threads (w in [0, workers())
+  /// names the thread: one scratch buffer per thread is enough).
+  template <class F>
+    requires std::invocable<F&, std::size_t, std::size_t>
+  void for_each_node(F&& f) {
+    pool_.parallel_for_worker(nodes_.size(), f);
+  }
+  std::size_t workers() const noexcept { return pool_.size(); }
 
   /// Nodes run by this process; accessor indices are local (node first_node() + i).
   std::size_t num_nodes() const noexcept { return nodes_.size(); }
@@ -411,7 +435,8 @@ class choco {
   Net* net_ = nullptr;
   std::uint32_t first_ = 0;
   std::vector<choco_node<tensor_type>> nodes_;
-  std::vector<std::vector<T>> g_;
+  std::vector<std::vector<T>> g_;  ///< g_i per node (oracle rounds only)
+  std::vector<std::span<const T>> views_;
   std::size_t d_ = 0;
 };
 
