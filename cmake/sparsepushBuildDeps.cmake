@@ -30,7 +30,11 @@ if(SPARSEPUSH_BUILD_TESTS)
                         "librandom123-dev), which were not found. Run cmake/install-deps.sh, or "
                         "configure with -DSPARSEPUSH_BUILD_TESTS=OFF.")
   endif()
-  # Every adapter is tested, and every public header compiles on its own.
+  # Every adapter is tested, and every public header compiles on its own; MPI's tests run where
+  # MPI is found.
+  foreach(_sparsepush_comp IN ITEMS eigen xtensor boost_graph data mpi)
+    sparsepush_find_component(${_sparsepush_comp})
+  endforeach()
   sparsepush_need_target(SPARSEPUSH_BUILD_TESTS libeigen3-dev "Eigen 3" sparsepush::eigen)
   sparsepush_need_target(SPARSEPUSH_BUILD_TESTS xtensor-dev xtensor sparsepush::xtensor)
   sparsepush_need_target(SPARSEPUSH_BUILD_TESTS libboost-graph-dev "Boost.Graph" sparsepush::boost_graph)
@@ -39,6 +43,8 @@ endif()
 
 if(SPARSEPUSH_BUILD_BENCH)
   sparsepush_need_package(SPARSEPUSH_BUILD_BENCH libbenchmark-dev benchmark)
+  sparsepush_find_component(eigen)
+  sparsepush_find_component(mpi)  # bench_mpi, where MPI is found
   sparsepush_need_target(SPARSEPUSH_BUILD_BENCH libeigen3-dev "Eigen 3" sparsepush::eigen)  # bench_nn
 endif()
 
@@ -47,6 +53,10 @@ if(SPARSEPUSH_BUILD_EXAMPLES)
   # and the IDX reader (zlib).
   sparsepush_need_package(SPARSEPUSH_BUILD_EXAMPLES libcli11-dev CLI11 CONFIG)
   sparsepush_need_package(SPARSEPUSH_BUILD_EXAMPLES nlohmann-json3-dev nlohmann_json 3 CONFIG)
+  # --transport mpi and one_node_mpi where MPI is found (-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON: none)
+  foreach(_sparsepush_comp IN ITEMS eigen data mpi)
+    sparsepush_find_component(${_sparsepush_comp})
+  endforeach()
   sparsepush_need_target(SPARSEPUSH_BUILD_EXAMPLES libeigen3-dev "Eigen 3" sparsepush::eigen)
   sparsepush_need_target(SPARSEPUSH_BUILD_EXAMPLES zlib1g-dev "zlib" sparsepush::data)
   # Needed only when it runs, so their absence is a warning: --plot calls gnuplot, and the

@@ -1,7 +1,8 @@
 # The README's headers-only install, on a machine with nothing but CMake and a compiler: configure
 # SOURCE_DIR with default options (ARGS simulate missing packages), install without building into
 # a temporary prefix, then check that the headers, the package config and a version file that
-# matches include/sparsepush/config.hpp landed. Run by ctest: cmake -DSOURCE_DIR=.. -DWORK_DIR=..
+# matches include/sparsepush/config.hpp landed, and that the configure looked up no optional
+# dependency. Run by ctest: cmake -DSOURCE_DIR=.. -DWORK_DIR=..
 # -DGENERATOR=.. [-DARGS=a;b] -P check_install.cmake
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -15,6 +16,14 @@ endfunction()
 set(prefix ${WORK_DIR}/prefix)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR} ${ARGS})
 run(${CMAKE_COMMAND} --install ${WORK_DIR}/build --prefix ${prefix})
+
+# Installing the headers looks up no optional dependency: no cache entry of find_package(MPI),
+# Boost, ZLIB, Eigen3 or xtensor (a lookup leaves one, found or not).
+file(STRINGS ${WORK_DIR}/build/CMakeCache.txt probes
+     REGEX "^(MPI_CXX_COMPILER|MPI_CXX_WORKS|Boost_DIR|ZLIB_INCLUDE_DIR|Eigen3_DIR|xtensor_DIR)[:=]")
+if(probes)
+  message(FATAL_ERROR "a headers-only configure looked up optional dependencies:\n  ${probes}")
+endif()
 
 # Every public header, and only what the source tree has.
 file(GLOB_RECURSE source_headers RELATIVE ${SOURCE_DIR}/include ${SOURCE_DIR}/include/*.hpp)
