@@ -76,7 +76,10 @@ case "$mode" in
     cp -r "$dir/ck" "$dir/good"
     expect_exit_2 "no checkpoint there" --resume "$dir/nothing"
     expect_exit_2 "--checkpoint-every needs --checkpoint" --checkpoint-every 5
-    expect_exit_2 "other settings: lr=0.020000 (now 0.050000)" --resume "$dir/ck" --lr 0.05
+    expect_exit_2 "other settings: lr=0.02 (now 0.05)" --resume "$dir/ck" --lr 0.05
+    # every number is compared by its bits (6 decimals used to let these through)
+    expect_exit_2 "other settings: lr=0.02 (now 0.0200001)" --resume "$dir/ck" --lr 0.0200001
+    expect_exit_2 "other settings: momentum=0.9 (now 0.9000000001)" --resume "$dir/ck" --momentum 0.9000000001
     expect_exit_2 "other settings: seed=1 (now 2)" --resume "$dir/ck" --seed 2
     # the training precision is a setting: an fp32 checkpoint does not resume as int8 training
     expect_exit_2 "other settings: bits=(absent) (now 8)" --resume "$dir/ck" --precision int8

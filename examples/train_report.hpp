@@ -1,0 +1,199 @@
+// examples/train_report.hpp: sparsepush-train's settings (the options, and the fingerprint a
+// checkpoint and the MPI ranks must agree on) and what it writes: the CSV log (kept up to the
+// checkpoint on resume), the JSON summary and the gnuplot plot. The training itself is the
+// library's (sparsepush/train/trainer.hpp); this file only formats its results.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sparsepush/data/idx.hpp>
+#include <sparsepush/nn/model.hpp>
+#include <sparsepush/train/settings.hpp>
+#include <sparsepush/train/trainer.hpp>
+
+#include "run_program.hpp"
+
+/// The command line of sparsepush-train (defaults as --help prints them).
+struct train_config {
+  std::size_t nodes = 16;
+  std::string schedule;  // default depends on the algorithm
+  std::string algorithm = "scsp";
+  std::string compressor = "top-k:0.01";
+  std::string final_rounds = "auto";  // a count, or auto (from the schedule and final_tolerance)
+  std::string final_compressor = "identity";
+  double final_eta = -1;  // default depends on the final compressor
+  double final_tolerance = 1e-3;
+  double eta = -1;  // default depends on the compressor
+  double skew = 0.8;
+  double dirichlet = 0;  // > 0: Dirichlet(alpha) partition instead of skew
+  std::string model = "cnn";
+  std::string precision = "fp32";  // fp32 or int8 (8-bit simulated training)
+  unsigned bits = 0;               // --bits: 4..16, 0 or 32 = full precision
+  double epochs = 5;
+  std::size_t batch = 32;
+  double lr = 0.02;
+  std::string lr_shape = "step";  // step (x0.1 at 3/4), cosine or constant
+  std::uint32_t warmup = 0;
+  bool nesterov = false, per_layer = false;
+  double momentum = 0.9, weight_decay = 1e-4;
+  std::uint64_t seed = 1;
+  std::size_t threads = 2;
+  std::uint32_t eval_every = 0;  // 0: about 10 evaluations a run
+  std::size_t eval_samples = 2000;
+  std::size_t final_eval_samples = 0;  // 0: the whole test set
+  std::string log, summary, plot;
+  std::string data = sparsepush::default_fashion_mnist_dir();
+  double consensus_step = 0.5;  // CHOCO gamma_c
+  std::string transport = "inprocess";
+  double mpi_timeout = 60;             // seconds
+  double drop_probability = 0;         // injected loss of each envelope
+  std::string loss_recovery = "ack";   // none (plain push-sum) or ack (the sender keeps lost shares)
+  std::string checkpoint, resume;      // directories
+  std::uint32_t checkpoint_every = 0;  // 0: at every evaluation
+};
+
+/// Everything the nodes compute with: what every MPI rank must agree on and what a checkpoint
+/// must have been written with to be resumed (threads and outputs excluded: they change nothing).
+sparsepush::run_settings settings_of(const train_config& c, std::size_t n, std::size_t d) {
+  sparsepush::run_settings s;
+  s.add("nodes", n).add("dim", d).add("schedule", c.schedule).add("algorithm", c.algorithm);
+  s.add("compressor", c.compressor).add("eta", c.eta).add("final", c.final_rounds);
+  s.add("final_compressor", c.final_compressor).add("final_eta", c.final_eta).add("final_tolerance", c.final_tolerance);
+  s.add("seed", c.seed).add("model", c.model).add("epochs", c.epochs).add("batch", c.batch).add("lr", c.lr);
+  s.add("lr_schedule", c.lr_shape).add("warmup", c.warmup).add("skew", c.skew).add("dirichlet", c.dirichlet);
+  s.add("momentum", c.momentum).add("nesterov", c.nesterov).add("weight_decay", c.weight_decay);
+  s.add("per_layer", c.per_layer).add("consensus_step", c.consensus_step).add("data", c.data);
+  s.add("drop", c.drop_probability).add("recovery", c.loss_recovery).add("eval_every", c.eval_every);
+  s.add("eval_samples", c.eval_samples);
+  if (c.bits) s.add("bits", c.bits);  // full precision adds nothing
+  return s;
+}
+
+/// The CSV log: one row per evaluation; a resumed run keeps the rows up to its checkpoint.
+class train_log {
+ public:
+  void open(const std::string& path, std::uint32_t resume_round) {
+    std::vector<std::string> kept;
+    if (resume_round > 0) {
+      std::ifstream old(path);
+      std::string line;
+      for (bool first = true; std::getline(old, line); first = false)
+        if (!first && std::strtoull(line.c_str(), nullptr, 10) <= resume_round) kept.push_back(line);
+    }
+    f_.open(path);
+    if (!f_) throw sparsepush::data_error("cannot write the log file " + path);
+    f_ << "round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,"
+          "comm_ratio,wall_seconds\n";
+    for (const auto& line : kept) f_ << line << '\n';
+  }
+  bool is_open() const { return f_.is_open(); }
+  void row(const sparsepush::round_status& s, double epoch, const char* phase) {
+    f_ << s.round << ',' << epoch << ',' << phase << ',' << s.loss << ',' << s.eval.avg_node_accuracy << ','
+       << s.eval.averaged_model_accuracy << ',' << s.report.parameter_divergence << ',' << s.report.bytes_sent << ','
+       << static_cast<double>(s.report.bytes_sent) / 1e6 << ',' << s.report.comm_ratio << ',' << s.wall_seconds << '\n';
+  }
+  void flush() { f_.flush(); }
+  void close() { f_.close(); }
+
+ private:
+  std::ofstream f_;
+};
+
+/// The JSON summary of a finished run.
+inline nlohmann::json summary_json(const train_config& c, const sparsepush::train_result& r,
+                                   const sparsepush::nn::model& net, std::size_t n, std::uint32_t rounds,
+                                   std::uint32_t train_rounds, std::uint32_t final_rounds,
+                                   std::optional<double> final_bound, double epochs, int ranks, double wall) {
+  using nlohmann::json;
+  const bool scsp = c.algorithm == "scsp";
+  const unsigned b = c.bits ? c.bits : 32;
+  const auto one = net.profile(c.batch * n, b), per = net.profile(c.batch, b);
+  auto profile = [](std::size_t batch, const sparsepush::nn::device_profile& p) {
+    return json{{"batch", batch}, {"parameters", p.parameters}, {"activation_bytes", p.activation_bytes},
+                {"flops_per_step", p.flops}};
+  };
+  const json final_bytes = r.bytes_after_training ? json(*r.bytes_after_training) : json(nullptr);
+  return {{"algorithm", c.algorithm},
+          {"nodes", n},
+          {"schedule", c.schedule},
+          {"compressor", c.compressor},
+          {"eta", c.eta},
+          {"final_rounds", final_rounds},
+          {"final_rounds_setting", scsp ? json(c.final_rounds) : json(nullptr)},
+          {"final_compressor", scsp ? json(c.final_compressor) : json(nullptr)},
+          {"final_eta", scsp ? json(c.final_eta) : json(nullptr)},
+          {"final_rounds_bound", final_bound ? json(*final_bound) : json(nullptr)},
+          {"bytes_final_phase", scsp ? final_bytes : json(nullptr)},
+          {"skew", c.dirichlet > 0 ? json(nullptr) : json(c.skew)},
+          {"dirichlet_alpha", c.dirichlet > 0 ? json(c.dirichlet) : json(nullptr)},
+          {"model", c.model},
+          {"precision", c.bits == 0 ? std::string("fp32") : c.bits == 8 ? std::string("int8") : std::to_string(c.bits) + "-bit"},
+          {"bits", b},
+          {"parameters", net.num_params()},
+          {"rounds", rounds},
+          {"epochs", epochs},
+          {"avg_test_accuracy", r.eval.avg_node_accuracy},
+          {"averaged_model_test_accuracy", r.eval.averaged_model_accuracy},
+          {"param_divergence", r.report.parameter_divergence},
+          {"bytes_sent_total", r.report.bytes_sent},
+          {"bytes_per_node", r.report.bytes_sent / n},
+          {"bytes_full_precision_equivalent", r.report.full_precision_bytes},
+          {"comm_ratio", r.report.comm_ratio},
+          {"state_bytes_per_node", r.state_bytes_per_node},
+          {"drop_probability", c.drop_probability},
+          {"loss_recovery", c.loss_recovery},
+          {"messages_sent", r.messages_sent},
+          {"messages_dropped", r.messages_dropped},
+          {"weight_mass", r.weight_mass ? json(*r.weight_mass) : json(nullptr)},
+          {"transport", c.transport},
+          {"ranks", ranks},
+          {"wall_seconds", wall},
+          {"train_seconds", r.train_seconds},
+          {"eval_seconds", r.eval_seconds},
+          {"train_images_per_second", static_cast<double>(train_rounds) * c.batch * n / r.train_seconds},
+          {"device_profile",
+           {{"one_device", profile(c.batch * n, one)},
+            {"per_device", profile(c.batch, per)},
+            {"bits", per.bits},
+            {"memory_reduction", per.memory_reduction},
+            {"compute_reduction", per.compute_reduction},
+            {"communication_reduction", per.communication_reduction},
+            {"compute_energy_reduction", per.compute_energy_reduction},
+            {"compute_energy_joules_per_step", per.compute_energy_joules},
+            {"compute_energy_joules_total",
+             per.compute_energy_joules * static_cast<double>(train_rounds) * static_cast<double>(n)},
+            {"communication_energy_joules",
+             sparsepush::nn::communication_energy_joules(static_cast<double>(r.report.bytes_sent))}}}};
+}
+
+/// The plot of the log: accuracy and divergence against rounds and megabytes. The paths and the
+/// title reach gnuplot as data (ARG1..ARG3 of `gnuplot -c`), never as gnuplot code, and gnuplot
+/// is started without a shell: no path can run a command.
+inline void write_plot(const train_config& c, std::size_t n) {
+  const std::string script = c.plot + ".gp";
+  std::ofstream gp(script);
+  if (!gp) throw sparsepush::data_error("cannot write the plot script " + script);
+  gp << "# sparsepush-train plot: gnuplot -c THIS_FILE LOG.csv PLOT.png TITLE\n"
+     << "set terminal pngcairo size 1200,800\nset output ARG2\nset datafile separator ','\n"
+     << "set multiplot layout 2,2 title ARG3\n"
+     << "set key bottom right\nset xlabel 'round'\nset ylabel 'test accuracy'\n"
+     << "plot ARG1 using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with lines title 'averaged model'\n"
+     << "set xlabel 'MB sent'\nplot ARG1 using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with lines title 'averaged model'\n"
+     << "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot ARG1 using 1:7 skip 1 with lines title 'divergence'\n"
+     << "set xlabel 'MB sent'\nplot ARG1 using 9:7 skip 1 with lines title 'divergence'\nunset multiplot\n";
+  gp.close();
+  const std::string title = c.algorithm + " " + c.compressor + ", " + std::to_string(n) + " nodes, " + c.schedule;
+  if (run_program({"gnuplot", "-c", script, c.log, c.plot, title}) != 0)
+    std::fprintf(stderr, "sparsepush-train: gnuplot failed; the plot script is %s (gnuplot -c it with the log, "
+                 "the plot and a title)\n", script.c_str());
+  else
+    std::printf("plot written to %s\n", c.plot.c_str());
+}

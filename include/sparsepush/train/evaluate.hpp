@@ -1,0 +1,154 @@
+// sparsepush/train/evaluate.hpp: the metrics of a run, over every node of the processes it spans
+// (ALGORITHMS.md, "Data and metrics"): the average test accuracy of the nodes' models, the
+// accuracy of the averaged model mean_i xh_i, and the parameter divergence
+// (1/n) sum_i || xh_i - mean(xh) ||_2 (in double). Each process evaluates its own nodes and
+// sends scalars; the models are summed once, in node order, across the processes.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "../detail/bytes.hpp"
+#include "../tensor.hpp"
+#include "process_group.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// The metrics of the models at one evaluation.
+struct evaluation {
+  double avg_node_accuracy = 0.0;        ///< mean over nodes of each de-biased model's accuracy
+  double averaged_model_accuracy = 0.0;  ///< accuracy of mean_i xh_i (float, summed in node order)
+  double parameter_divergence = 0.0;     ///< (1/n) sum_i || xh_i - mean ||_2, in double
+};
+
+/// accuracy(worker, model): the user's test of one model; worker in [0, threads) names the
+/// thread that calls it (one scratch per worker).
+template <tensor_element T>
+using accuracy_function = std::function<double(std::size_t worker, std::span<const T> model)>;
+
+/// Evaluate the nodes of `alg` this process runs (alg.model(i, out), alg.num_nodes(), alg.dim())
+/// and reduce over `group`: every process returns the same bits, equal to those of one process
+/// running every node. Models that are the same bits are tested once; `threads` test in parallel.
+template <tensor_element T, class A, process_group G>
+evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy) {
+  const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
+  if (ln != group.local_nodes())
+    throw config_error("evaluate: the algorithm runs " + std::to_string(ln) + " nodes here, the process group " +
+                       std::to_string(group.local_nodes()));
+  auto hash = [](std::span<const T> m) { return detail::fnv1a(std::as_bytes(m)); };
+  // each distinct model once: same_as[i] is the first local node with node i's bits
+  std::vector<std::size_t> same_as(ln), distinct;
+  std::vector<std::uint64_t> hashes(ln);
+  {
+    std::vector<T> m(d), other(d);
+    for (std::size_t i = 0; i < ln; ++i) {
+      alg.model(i, std::span<T>(m));
+      hashes[i] = hash(m);
+      same_as[i] = i;
+      for (const std::size_t j : distinct) {
+        if (hashes[j] != hashes[i]) continue;
+        alg.model(j, std::span<T>(other));
+        if (std::memcmp(m.data(), other.data(), d * sizeof(T)) == 0) {
+          same_as[i] = j;
+          break;
+        }
+      }
+      if (same_as[i] == i) distinct.push_back(i);
+    }
+  }
+  std::vector<double> local_acc(ln);
+  {
+    const std::size_t workers = std::max<std::size_t>(1, threads);
+    std::vector<std::jthread> pool;  // distinct model k on worker k mod workers
+    for (std::size_t w = 0; w < std::min(workers, distinct.size()); ++w)
+      pool.emplace_back([&, w] {
+        std::vector<T> m(d);
+        for (std::size_t k = w; k < distinct.size(); k += workers) {
+          alg.model(distinct[k], std::span<T>(m));
+          local_acc[distinct[k]] = accuracy(w, m);
+        }
+      });
+  }
+  for (std::size_t i = 0; i < ln; ++i) local_acc[i] = local_acc[same_as[i]];
+  evaluation ev;
+  for (const double a : group.allgather(local_acc)) ev.avg_node_accuracy += a / static_cast<double>(n);
+
+  // sum_i xh_i / n in T (the averaged model) and sum_i xh_i in double (the divergence's mean),
+  // both in node order across the processes
+  std::vector<double> sum(d, 0.0);
+  std::vector<T> avg(d, T(0));
+  {
+    std::vector<T> m(d);
+    auto add = [&] {
+      for (std::size_t i = 0; i < ln; ++i) {
+        alg.model(i, std::span<T>(m));
+        for (std::size_t l = 0; l < d; ++l) {
+          avg[l] += m[l] / static_cast<T>(n);
+          sum[l] += static_cast<double>(m[l]);
+        }
+      }
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      group.ordered_sum(std::span<float>(avg), std::span<double>(sum), add);
+    } else {  // a double model: both sums travel as doubles
+      std::vector<double> both(2 * d);
+      group.ordered_sum(std::span<float>(), std::span<double>(both), [&] {
+        std::copy(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(d), avg.begin());
+        std::copy(both.begin() + static_cast<std::ptrdiff_t>(d), both.end(), sum.begin());
+        add();
+        std::copy(avg.begin(), avg.end(), both.begin());
+        std::copy(sum.begin(), sum.end(), both.begin() + static_cast<std::ptrdiff_t>(d));
+      });
+      std::copy(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(d), avg.begin());
+      std::copy(both.begin() + static_cast<std::ptrdiff_t>(d), both.end(), sum.begin());
+    }
+  }
+  for (auto& a : sum) a /= static_cast<double>(n);
+  std::vector<double> norms(ln);
+  {
+    std::vector<T> m(d);
+    for (std::size_t i = 0; i < ln; ++i) {
+      alg.model(i, std::span<T>(m));
+      double s = 0.0;
+      for (std::size_t l = 0; l < d; ++l) {
+        const double diff = static_cast<double>(m[l]) - sum[l];
+        s += diff * diff;
+      }
+      norms[i] = std::sqrt(s);
+    }
+  }
+  double total = 0.0;
+  for (const double v : group.allgather(norms)) total += v;
+  ev.parameter_divergence = total / static_cast<double>(n);
+
+  // the averaged model, on rank 0, unless it is the bits of a node model tested here
+  double avg_acc = 0.0;
+  if (group.rank() == 0) {
+    std::optional<double> known;
+    const std::uint64_t h = hash(avg);
+    std::vector<T> m(d);
+    for (const std::size_t j : distinct) {
+      if (hashes[j] != h) continue;
+      alg.model(j, std::span<T>(m));
+      if (std::memcmp(m.data(), avg.data(), d * sizeof(T)) == 0) {
+        known = local_acc[j];
+        break;
+      }
+    }
+    avg_acc = known ? *known : accuracy(0, avg);
+  }
+  ev.averaged_model_accuracy = group.broadcast(avg_acc);
+  return ev;
+}
+
+}  // namespace v0
+}  // namespace sparsepush

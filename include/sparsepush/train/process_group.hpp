@@ -1,0 +1,76 @@
+// sparsepush/train/process_group.hpp: the processes a training run spans, as the trainer sees
+// them: this process runs nodes [first_node, first_node + local_nodes) of total_nodes, and the
+// group reduces what the nodes report (every node's scalars in node order, sums, an ordered sum
+// of models) so that every process computes the same bits as one process running every node.
+// single_process is the group of one; train/mpi.hpp has the MPI one.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "../config.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// What the trainer needs of the processes a run spans. Every call is collective: every process
+/// makes it, in the same order, from the thread that drives the run.
+template <class G>
+concept process_group = requires(G& g, const G& cg, std::span<const double> mine, std::uint64_t v, double x,
+                                 std::uint32_t u, std::span<float> af, std::span<double> ad,
+                                 const std::function<void()>& add, std::string_view s) {
+  { cg.rank() } -> std::convertible_to<int>;
+  { cg.ranks() } -> std::convertible_to<int>;
+  { cg.first_node() } -> std::convertible_to<std::uint32_t>;
+  { cg.local_nodes() } -> std::convertible_to<std::size_t>;
+  { cg.total_nodes() } -> std::convertible_to<std::size_t>;
+  /// every node's value, in node order, from this process's nodes' values
+  { g.allgather(mine) } -> std::same_as<std::vector<double>>;
+  /// the sum over processes
+  { g.sum(v) } -> std::convertible_to<std::uint64_t>;
+  /// rank 0's value
+  { g.broadcast(x) } -> std::convertible_to<double>;
+  { g.broadcast(u) } -> std::convertible_to<std::uint32_t>;
+  /// acc (a float and a double part) after add() ran on every process in rank order, each one
+  /// continuing the previous one's sums: the bits of one process adding every node in order
+  g.ordered_sum(af, ad, add);
+  /// throw unless every process passes the same text (the settings handshake, checkpoint barriers)
+  g.agree(s);
+  /// wait until what this process sent has been delivered (the end of a run)
+  g.finish();
+};
+
+/// The group of one process running every node.
+class single_process {
+ public:
+  explicit single_process(std::size_t nodes) : n_(nodes) {
+    if (nodes == 0) throw config_error("a run needs at least one node");
+  }
+  int rank() const noexcept { return 0; }
+  int ranks() const noexcept { return 1; }
+  std::uint32_t first_node() const noexcept { return 0; }
+  std::size_t local_nodes() const noexcept { return n_; }
+  std::size_t total_nodes() const noexcept { return n_; }
+  std::vector<double> allgather(std::span<const double> mine) const {
+    if (mine.size() != n_)
+      throw size_error("allgather: " + std::to_string(mine.size()) + " values for " + std::to_string(n_) + " nodes");
+    return {mine.begin(), mine.end()};
+  }
+  std::uint64_t sum(std::uint64_t v) const noexcept { return v; }
+  double broadcast(double v) const noexcept { return v; }
+  std::uint32_t broadcast(std::uint32_t v) const noexcept { return v; }
+  void ordered_sum(std::span<float>, std::span<double>, const std::function<void()>& add) const { add(); }
+  void agree(std::string_view) const noexcept {}
+  void finish() const noexcept {}
+
+ private:
+  std::size_t n_;
+};
+
+}  // namespace v0
+}  // namespace sparsepush
