@@ -270,3 +270,57 @@ TEST_CASE("trainer: bad options and a group that does not match are errors", "[t
                     Catch::Contains("the process group places 7"));
   CHECK_THROWS_AS(sp::single_process(0), sp::config_error);
 }
+
+namespace {
+// The README's trainer snippet, compiled: a backend of free functions over momentum buffers.
+std::vector<std::vector<float>> momentum(6, std::vector<float>(tf::dim, 0.0f));
+double my_gradient_and_momentum(std::size_t, std::uint32_t node, std::uint32_t, std::span<const float> x,
+                                std::span<float> p) {
+  double loss = 0.0;
+  for (std::size_t l = 0; l < tf::dim; ++l) {
+    const float g = x[l] - static_cast<float>(tf::target(node, l));
+    loss += 0.5 * g * g;
+    p[l] = 0.5f * p[l] + g;  // p is the momentum buffer itself
+  }
+  return loss;
+}
+double my_test(std::size_t, std::span<const float> x, bool) {
+  std::vector<double> m(x.begin(), x.end());
+  return tf::score(m, 6);
+}
+}  // namespace
+
+TEST_CASE("trainer: the README's snippet trains and keeps the mass", "[train]") {
+  const std::size_t n = 6;
+  const std::uint32_t R = 20;
+  const auto lr = [](std::uint32_t) { return 0.05; };
+  const auto settings = ::settings(0.05);
+  std::vector<std::vector<float>> x0(n, std::vector<float>(tf::dim, 1.0f));
+  sp::sparse_push<float> alg(x0, sp::parse_schedule("time-varying-ring", n),
+                             sp::sparse_push_phases(sp::parse_compressor("top-k:0.25"), 0.2), {.threads = 2});
+  // [readme-trainer-begin]
+  sp::single_process group(n);                  // or sp::mpi_process_group group(mpi_net);
+  sp::local_training<float> backend;
+  backend.step = [&](std::size_t worker, std::uint32_t node, std::uint32_t t,
+                     std::span<const float> model, std::span<float> direction) {
+    return my_gradient_and_momentum(worker, node, t, model, direction);  // returns the loss
+  };
+  backend.direction = [&](std::uint32_t node) { return std::span<float>(momentum[node]); };
+  backend.accuracy = [&](std::size_t worker, std::span<const float> model, bool final) {
+    return my_test(worker, model, final);
+  };
+  sp::trainer_options opt;                      // rounds, lr, evaluations, checkpoints
+  opt.rounds = R;
+  opt.lr = lr;
+  opt.checkpoint_dir = "ck";
+  sp::trainer_callbacks cb;                     // guard, progress, ...
+  cb.guard = sp::default_divergence_guard;
+  sp::trainer<float, sp::single_process> tr(group, settings, opt, backend, cb);
+  const sp::train_result r = tr.run(alg);       // r.eval, r.report, r.weight_mass, ...
+  // [readme-trainer-end]
+  CHECK_FALSE(r.diverged);
+  CHECK(*r.weight_mass == Approx(6.0).epsilon(1e-9));
+  CHECK(r.eval.parameter_divergence > 0.0);
+  CHECK(sp::checkpoint_directory("ck").read_manifest().round == 18);
+  std::filesystem::remove_all("ck");
+}
