@@ -424,6 +424,8 @@ TEST_CASE("directions handed to a round equal the oracle's bit for bit and bad o
   sparse_push<double> c(x0, sched, phases);
   std::vector<std::span<const double>> few(dirs.begin(), dirs.begin() + 3);
   REQUIRE_THROWS_AS(c.round(0, std::span<const std::span<const double>>(few), 0.1), size_error);
+  REQUIRE_THROWS_WITH(c.round(0, std::span<const std::span<const double>>(), 0.1),  // a training phase
+                      Catch::Contains("round 0: 0 local directions for 6 nodes"));
   std::vector<std::span<const double>> hole(dirs.begin(), dirs.end());
   hole[4] = {};
   REQUIRE_THROWS_WITH(c.round(0, std::span<const std::span<const double>>(hole), 0.1),

@@ -1,4 +1,4 @@
-// Tests of push-sum gossip (gossip/*.hpp) over the in-process transport: exact averaging on every
+// Tests of push-sum gossip (gossip/*.hpp) over the loopback network: exact averaging on every
 // schedule within a round budget derived from the schedule's own spectrum, mass conservation,
 // the role of u, the eta-relaxed weight update, thread-count independence, message loss, the
 // byte ledger, and the strong guarantee on bad input.
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <sparsepush/sparsepush.hpp>
 
 #include "test_util.hpp"
@@ -87,7 +88,7 @@ TEST_CASE("push-sum reaches the exact average on every schedule, mass conserved 
       const auto x0 = random_models(n, 6, static_cast<unsigned>(n));
       const vec avg = average(x0);
       push_sum_group<vec> g(x0);
-      in_process_network net(n);
+      loopback_network net(n);
       const vec m0 = g.mass();
       for (std::uint32_t t = 0; t < budget; ++t) {
         g.round(s, identity{}, net, t);
@@ -114,7 +115,7 @@ TEST_CASE("without push-sum weights a column-stochastic W converges to the wrong
   const auto x0 = random_models(n, 4, 3);
   const vec avg = average(x0);
   push_sum_group<vec> grp(x0);
-  in_process_network net(n);
+  loopback_network net(n);
   for (std::uint32_t t = 0; t < 300; ++t) grp.round(s, identity{}, net, t);
   double plain_err = 0;  // x alone, as if u were ignored
   for (std::size_t i = 0; i < n; ++i)
@@ -139,7 +140,7 @@ TEST_CASE("u mixed with the eta-relaxed matrix gives the exact average, with pla
   const auto x0 = random_models(n, 3, 9);
   const vec avg = average(x0);
   push_sum_group<vec> grp(x0, {0.5, true, 1});
-  in_process_network net(n);
+  loopback_network net(n);
   for (std::uint32_t t = 0; t < 400; ++t) grp.round(s, identity{}, net, t);
   REQUIRE(max_error(grp, avg) < 1e-12);
 
@@ -165,7 +166,7 @@ TEST_CASE("compressed push-sum conserves mass every round (top-K, error feedback
   const auto s = parse_schedule("time-varying-ring", n);
   const auto x0 = random_models(n, d, 4);
   push_sum_group<vec> g(x0, {0.05, true, 2});
-  in_process_network net(n);
+  loopback_network net(n);
   const vec m0 = g.mass();
   const double d0 = g.consensus_distance();
   for (std::uint32_t t = 0; t < 200; ++t) {
@@ -186,7 +187,7 @@ TEST_CASE("results are bit-identical for 1, 2 and 4 threads", "[gossip]") {
   for (std::size_t threads : {1u, 2u, 4u}) {
     const auto s = parse_schedule("random:2", n, 11);
     push_sum_group<vec> g(x0, {0.3, true, threads, 5});
-    in_process_network net(n);
+    loopback_network net(n);
     for (std::uint32_t t = 0; t < 30; ++t)
       g.round(s, t % 2 ? any_compressor(random_k{k_spec::fraction(0.05)}) : any_compressor(top_k{k_spec::fraction(0.02), {value_encoding::qsgd, 8}}), net, t);
     std::vector<vec> fin;
@@ -205,7 +206,7 @@ TEST_CASE("message loss: weight lost equals the dropped shares, ledger equals th
   const std::size_t n = 8;
   const auto s = parse_schedule("exponential", n);
   push_sum_group<vec> g(random_models(n, 50, 1), {1.0, true, 1});
-  in_process_network net(n, {0.3, 77, true});
+  loopback_network net(n, {0.3, 77, true});
   for (std::uint32_t t = 0; t < 20; ++t) {
     std::vector<double> u_before(n);
     for (std::size_t i = 0; i < n; ++i) u_before[i] = g.u(i);
@@ -228,7 +229,7 @@ TEST_CASE("message loss: weight lost equals the dropped shares, ledger equals th
   for (std::size_t i = 0; i < n; ++i) total += net.bytes_sent(i);
   REQUIRE(total == net.total_bytes());
   REQUIRE(g.weight_mass() < static_cast<double>(n));  // some messages were dropped
-  REQUIRE_THROWS_AS(in_process_network(4, {1.0, 0, false}), config_error);
+  REQUIRE_THROWS_AS(loopback_network(4, {1.0, 0, false}), config_error);
 }
 
 TEST_CASE("bad inputs to a group are errors and leave every node as it was", "[gossip]") {
@@ -243,7 +244,7 @@ TEST_CASE("bad inputs to a group are errors and leave every node as it was", "[g
 
   x0 = random_models(4, 100, 2);
   push_sum_group<vec> g(x0, {0.5, true, 2});
-  in_process_network net(4);
+  loopback_network net(4);
   const auto s = parse_schedule("exponential", 4);
   g.round(s, top_k{k_spec::count(10)}, net, 0);
   auto snapshot = [&] {
@@ -272,6 +273,58 @@ TEST_CASE("bad inputs to a group are errors and leave every node as it was", "[g
   REQUIRE(snapshot() == before);
   REQUIRE(net.total_bytes() == bytes);
   REQUIRE_NOTHROW(g.round(s, top_k{k_spec::count(10)}, net, 1));
+}
+
+namespace {
+/// A loopback whose endpoints record the order of posts and collects and the collecting thread.
+struct recording_network {
+  explicit recording_network(std::size_t n) : inner(n) {}
+  loopback_network inner;
+  std::vector<std::pair<char, std::uint32_t>> calls;  // ('p' or 'c', node)
+  std::vector<std::thread::id> collecting;
+  struct recording_endpoint {
+    recording_network* net;
+    loopback_endpoint ep;
+    std::uint32_t node() const noexcept { return ep.node(); }
+    void post(std::uint32_t t, std::span<const out_edge> out, double u, const message& m) {
+      net->calls.push_back({'p', ep.node()});
+      ep.post(t, out, u, m);
+    }
+    void collect(std::uint32_t t, std::span<const in_edge> in, inbox& box) {
+      net->calls.push_back({'c', ep.node()});
+      net->collecting.push_back(std::this_thread::get_id());
+      ep.collect(t, in, box);
+    }
+  };
+  std::size_t num_nodes() const noexcept { return inner.num_nodes(); }
+  recording_endpoint endpoint(std::uint32_t i) { return {this, inner.endpoint(i)}; }
+};
+}  // namespace
+
+TEST_CASE("a lockstep round posts at every node before any collects, and collects on the calling thread",
+          "[gossip]") {
+  const std::size_t n = 5;
+  const auto x0 = random_models(n, 60, 17);
+  const auto s = parse_schedule("time-varying-ring", n);
+  const auto comp = parse_compressor("top-k:0.2");
+  push_sum_group<vec> a(x0, {.eta = 0.4, .threads = 3, .seed = 4}), b(x0, {.eta = 0.4, .threads = 3, .seed = 4});
+  loopback_network plain(n);
+  recording_network rec(n);
+  for (std::uint32_t t = 0; t < 6; ++t) {
+    rec.calls.clear();
+    a.round(s, comp, plain, t);
+    b.round(s, comp, rec, t);
+    REQUIRE(rec.calls.size() == 2 * n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      REQUIRE(rec.calls[i] == std::pair<char, std::uint32_t>{'p', i});
+      REQUIRE(rec.calls[n + i] == std::pair<char, std::uint32_t>{'c', i});
+    }
+  }
+  for (const auto& id : rec.collecting) REQUIRE(id == std::this_thread::get_id());
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(std::memcmp(a.x(i).data(), b.x(i).data(), 60 * sizeof(double)) == 0);
+    REQUIRE(a.u(i) == b.u(i));
+  }
 }
 
 TEMPLATE_TEST_CASE("combine equals a dense reference for any mix of messages", "[gossip]", float, double) {

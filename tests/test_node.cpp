@@ -504,35 +504,3 @@ TEST_CASE("a round in which a node hears from no one keeps mass and still reache
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t l = 0; l < 20; ++l) REQUIRE(g.debiased(i)[l] == Approx(avg[l]).margin(1e-9));
 }
-
-namespace {
-/// A transport written against the earlier whole-round interface: deliver() only.
-struct legacy_transport {
-  in_process_network inner{6};
-  std::size_t rounds = 0;
-  void deliver(std::uint32_t round, std::span<const outbox> out, std::vector<std::vector<envelope>>& in) {
-    ++rounds;
-    inner.deliver(round, out, in);
-  }
-};
-static_assert(transport<legacy_transport>);
-}  // namespace
-
-TEST_CASE("a group still runs over a whole-round transport that only has deliver()", "[gossip][transport]") {
-  const auto x0 = random_models(6, 80, 41);
-  const auto sched = parse_schedule("time-varying-ring", 6);
-  const auto comp = parse_compressor("top-k:0.1+int8");
-  push_sum_group<vec> a(x0, {.eta = 0.4, .seed = 3}), b(x0, {.eta = 0.4, .seed = 3});
-  in_process_network net(6);
-  legacy_transport old;
-  for (std::uint32_t t = 0; t < 20; ++t) {
-    a.round(sched, comp, net, t);
-    b.round(sched, comp, old, t);
-  }
-  REQUIRE(old.rounds == 20);
-  for (std::size_t i = 0; i < 6; ++i) {
-    REQUIRE(same_bits(a.x(i), b.x(i)));
-    REQUIRE(a.u(i) == b.u(i));
-  }
-  REQUIRE(old.inner.total_bytes() == net.total_bytes());
-}

@@ -20,13 +20,14 @@ inline namespace v0 {
 /// meaning std::vector of it).
 template <class X>
 class centralized {
+  static_assert(detail::require_algorithm_tensor<algorithm_tensor_t<X>>());
+
  public:
   using tensor_type = algorithm_tensor_t<X>;
   using T = tensor_value_t<tensor_type>;
 
   centralized(tensor_type x0, std::size_t nodes, std::size_t threads = 1)
       : x_(std::move(x0)), pool_(threads) {
-    detail::require_algorithm_tensor<tensor_type>();
     if (nodes < 1) throw config_error("centralized training needs at least one node");
     if (as_const_span(x_).empty()) throw size_error("centralized training needs a non-empty model");
     g_.assign(nodes, std::vector<T>(as_const_span(x_).size()));

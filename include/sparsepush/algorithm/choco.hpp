@@ -18,6 +18,7 @@
 
 #include "../compress/compose.hpp"
 #include "../detail/thread_pool.hpp"
+#include "../gossip/lockstep.hpp"
 #include "../gossip/push_sum.hpp"
 #include "../topology/parse.hpp"
 #include "../topology/validate.hpp"
@@ -266,6 +267,12 @@ class choco_node {
 /// of nodes the network places here (accessor indices are local: node first_node() + i).
 template <class X, class C = any_compressor, class S = any_schedule, class Net = loopback_network>
 class choco {
+  // first, so that a type that misses a member fails here, with one line naming it
+  static_assert(detail::require_algorithm_tensor<algorithm_tensor_t<X>>());
+  static_assert(detail::require_compressor<C, tensor_value_t<algorithm_tensor_t<X>>>());
+  static_assert(detail::require_schedule<S>());
+  static_assert(detail::require_network<Net>());
+
  public:
   using tensor_type = algorithm_tensor_t<X>;
   using T = tensor_value_t<tensor_type>;
@@ -290,14 +297,11 @@ class choco {
 
  private:
   void init(std::vector<tensor_type> x0, std::uint32_t first) {
-    detail::require_algorithm_tensor<tensor_type>();
     first_ = first;
     const std::size_t n = net_->num_nodes();
     if (sched_.num_nodes() != n)
       throw schedule_error("schedule has " + std::to_string(sched_.num_nodes()) + " nodes but " +
                            std::to_string(n) + " models were given");
-    if (!(opt_.consensus_step > 0.0 && opt_.consensus_step <= 1.0))
-      throw config_error("CHOCO consensus step must be in (0, 1], got " + std::to_string(opt_.consensus_step));
     validate_schedule(sched_);
     if (sched_.period() != 1) throw schedule_error("CHOCO-SGD needs a static schedule (period 1)");
     if constexpr (requires { net_->loss().active(); })
@@ -351,19 +355,14 @@ class choco {
     if (directions.size() != n)
       throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
                        " local directions for " + std::to_string(n) + " nodes");
-    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, directions[i], gamma); });
-    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      nodes_[i].local_step_and_compress(opt_.compressor, t, directions[i], gamma, ws_[w]);
-    });
-    for (std::size_t i = 0; i < n; ++i) {
-      auto ep = net_->endpoint(first_ + static_cast<std::uint32_t>(i));
-      nodes_[i].post(ep, t);
-    }
-    for (std::size_t i = 0; i < n; ++i) {  // on this thread: a network may need its calls on one thread
-      auto ep = net_->endpoint(first_ + static_cast<std::uint32_t>(i));
-      nodes_[i].collect(ep, t);
-    }
-    pool_.parallel_for(n, [&](std::size_t i) { nodes_[i].mix(); });
+    detail::lockstep_round(
+        pool_, n, [&](std::size_t i) { return net_->endpoint(first_ + static_cast<std::uint32_t>(i)); },
+        [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, directions[i], gamma); },
+        [&](std::size_t i, std::size_t w) {
+          nodes_[i].local_step_and_compress(opt_.compressor, t, directions[i], gamma, ws_[w]);
+        },
+        [&](std::size_t i, auto& ep) { nodes_[i].post(ep, t); }, [&](std::size_t i, auto& ep) { nodes_[i].collect(ep, t); },
+        [&](std::size_t i, std::size_t) { nodes_[i].mix(); });
   }
 
   /// Checkpoint this process's nodes and its network's byte ledger (section "CHCO").

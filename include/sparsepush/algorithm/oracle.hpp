@@ -40,13 +40,15 @@ void copy_model(std::span<const T> x, std::span<T> out) {
   std::copy(x.begin(), x.end(), out.begin());
 }
 
+/// true; fails to compile, saying what to do, unless Tensor can be an algorithm's tensor type.
 template <class Tensor>
-void require_algorithm_tensor() {
+consteval bool require_algorithm_tensor() {
   static_assert(mutable_flat_tensor<Tensor&>,
                 "sparsepush: an algorithm's tensor type must be a mutable flat tensor (specialize "
                 "sparsepush::tensor_traits<T>) or an element type (float, double)");
   static_assert(std::is_copy_constructible_v<Tensor>,
                 "sparsepush: an algorithm's tensor type must be copyable (model() returns a copy)");
+  return true;
 }
 }  // namespace detail
 

@@ -42,6 +42,12 @@ struct sparse_push_options {
 /// network places here, [net.first_node(), net.first_node() + net.local_nodes()).
 template <class X, class C = any_compressor, class S = any_schedule, class Net = loopback_network>
 class sparse_push {
+  // first, so that a type that misses a member fails here, with one line naming it
+  static_assert(detail::require_algorithm_tensor<algorithm_tensor_t<X>>());
+  static_assert(detail::require_compressor<C, tensor_value_t<algorithm_tensor_t<X>>>());
+  static_assert(detail::require_schedule<S>());
+  static_assert(detail::require_network<Net>());
+
  public:
   using tensor_type = algorithm_tensor_t<X>;
   using T = tensor_value_t<tensor_type>;
@@ -57,7 +63,6 @@ class sparse_push {
         group_(check_nodes(std::move(x0), sched_),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery}),
         own_net_(std::make_unique<loopback_network>(group_.num_nodes(), opt.network)), net_(own_net_.get()) {
-    check_types();
     validate_schedule(sched_);
   }
 
@@ -69,7 +74,6 @@ class sparse_push {
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, net.first_node(), net.num_nodes(),
                               opt.recovery}),
         net_(&net) {
-    check_types();
     validate_schedule(sched_);
   }
 
@@ -105,9 +109,11 @@ class sparse_push {
     typename push_sum_group<tensor_type>::step st{ph.eta, {}, gamma, !exact};
     st.fresh_residual = ph.fresh_residual && phases_.start_of(t) == t;
     if (ph.local_step) {
-      if (directions.size() != group_.num_nodes())
-        throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
-                         " local directions for " + std::to_string(group_.num_nodes()) + " nodes");
+      // the group checks the directions (count, sizes, values); it takes none at all as a round
+      // without a local step, which this phase is not
+      if (directions.empty())
+        throw size_error("round " + std::to_string(t) + ": 0 local directions for " +
+                         std::to_string(group_.num_nodes()) + " nodes");
       st.direction_views = directions;
     }
     if (exact && ph.exact) group_.round(sched_, identity{}, *net_, t, st);
@@ -182,10 +188,6 @@ class sparse_push {
     return false;
   }
 
-  static void check_types() {
-    detail::require_algorithm_tensor<tensor_type>();
-    static_assert(sparsepush::schedule<S>, "sparsepush: S must model sparsepush::schedule (num_nodes, period, out_edges)");
-  }
   static std::vector<tensor_type> check_block(std::vector<tensor_type> x0, const S& s, const Net& net) {
     if (s.num_nodes() != net.num_nodes())
       throw schedule_error("schedule has " + std::to_string(s.num_nodes()) + " nodes, the network " +

@@ -19,7 +19,7 @@
 #include "../detail/thread_pool.hpp"
 #include "../topology/schedule.hpp"
 #include "../transport/loopback.hpp"
-#include "../transport/transport.hpp"
+#include "lockstep.hpp"
 #include "node.hpp"
 
 namespace sparsepush {
@@ -39,17 +39,6 @@ struct gossip_options {
   /// shares, acknowledged keeps them at the sender (sum x and sum u = n conserved).
   loss_recovery recovery = loss_recovery::none;
 };
-
-namespace detail {
-/// The endpoint of one node over envelopes a whole-round transport already delivered.
-struct delivered_endpoint {
-  std::uint32_t id = 0;
-  const std::vector<envelope>* delivered = nullptr;
-  std::uint32_t node() const noexcept { return id; }
-  void post(std::uint32_t, std::span<const out_edge>, double, const message&) {}
-  void collect(std::uint32_t, std::span<const in_edge>, inbox& box) { box.envelopes = *delivered; }
-};
-}  // namespace detail
 
 /// Push-sum nodes in one process: push_sum_node's run on a thread pool, exchanging through a
 /// network in lockstep (every node posts before any node collects). By default the group holds
@@ -146,26 +135,28 @@ class push_sum_group {
   };
 
   /// One round t with the group's eta and no local step.
-  template <schedule S, class C, class Net>
+  template <class S, class C, class Net>
   void round(const S& sched, const C& comp, Net& net, std::uint32_t t) {
     round(sched, comp, net, t, step{opt_.eta, {}, 0.0});
   }
 
-  /// One round t at every node: check all, then local step and compress, post, collect and mix.
-  /// A round either completes at every node or throws before any node (or the ledger) changes.
-  template <schedule S, class C, class Net>
+  /// One lockstep round t at every node (lockstep.hpp): check all, then local step and compress,
+  /// post, collect and mix. The group checks what concerns the group (the schedule's and the
+  /// network's node counts, one direction per node); every node checks its own step
+  /// (push_sum_node::check). A round either completes at every node or throws before any node
+  /// (or the ledger) changes.
+  template <class S, class C, class Net>
   void round(const S& sched, const C& comp, Net& net, std::uint32_t t, const step& st) {
+    static_assert(detail::require_schedule<S>());
+    static_assert(detail::require_compressor<C, T>());
+    static_assert(detail::require_network<Net>());
     const std::size_t n = nodes_.size(), first = opt_.first_node;
     if (sched.num_nodes() != total_)
       throw schedule_error("schedule has " + std::to_string(sched.num_nodes()) + " nodes, the group has " +
                            std::to_string(total_));
-    if constexpr (requires { net.num_nodes(); })
-      if (net.num_nodes() != total_)
-        throw config_error("network has " + std::to_string(net.num_nodes()) + " nodes, the group has " +
-                           std::to_string(total_));
-    if (!(st.eta > 0.0 && st.eta <= 1.0))
-      throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
-                         std::to_string(t));
+    if (net.num_nodes() != total_)
+      throw config_error("network has " + std::to_string(net.num_nodes()) + " nodes, the group has " +
+                         std::to_string(total_));
     const bool views = st.directions.empty() && !st.direction_views.empty();
     const bool local = !st.directions.empty() || views;
     const std::size_t given = views ? st.direction_views.size() : st.directions.size();
@@ -189,48 +180,25 @@ class push_sum_group {
         for (const auto& e : cols_[j])
           if (e.to < n) rows_[e.to].push_back({j, e.share});
     }
-    // Check every node before any state changes.
-    pool_.parallel_for(n, [&](std::size_t i) {
-      const auto ns = node_step_of(i);
-      if (local && ns.direction.size() != d_)  // an empty one too: every node steps or none
-        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(first + i) + ": direction has " +
-                         std::to_string(ns.direction.size()) + " elements, the model has " + std::to_string(d_));
-      nodes_[i].check(t, comp, cols_[i], ns, total_);
-    });
-    // Local update and communication.
-    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      const auto ns = node_step_of(i);
-      if (local) nodes_[i].local_step(ns.direction, ns.gamma);
-      nodes_[i].compress(comp, t, st.feedback, ws_[w], st.fresh_residual);
-    });
-    if constexpr (requires { net.endpoint(std::uint32_t{0}); }) {
-      for (std::size_t i = 0; i < n; ++i) {
-        auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-        nodes_[i].post(ep, t, cols_[i]);
-      }
-      // Gossip: collect on this thread (a network may need its calls on one thread), then mix.
-      for (std::size_t i = 0; i < n; ++i) {
-        auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-        nodes_[i].collect(ep, t, rows_[i]);
-      }
-    } else {
-      // A whole-round transport of the earlier interface (deliver(round, outboxes, inboxes)).
-      static_assert(transport<Net>, "sparsepush: the network needs endpoint(node) (per-node endpoints) or "
-                                    "deliver(round, outboxes, inboxes) (the whole-round transport concept)");
-      if (n != total_) throw config_error("a whole-round transport serves every node; this group holds a block");
-      std::vector<outbox> out(n);
-      for (std::size_t i = 0; i < n; ++i) out[i] = {&nodes_[i].outgoing(), nodes_[i].u(), cols_[i]};
-      net.deliver(t, out, delivered_);
-      for (std::size_t i = 0; i < n; ++i) {
-        detail::delivered_endpoint ep{static_cast<std::uint32_t>(i), &delivered_[i]};
-        nodes_[i].collect(ep, t, rows_[i]);
-      }
-    }
-    // every thread's block at its working size now, whichever nodes it happens to take
+    // every thread's block at its working size, whichever nodes it happens to take
     for (auto& b : blocks_) b.resize(std::min(d_, node_type::mix_block));
-    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]), blocks_[w]);
-    });
+    detail::lockstep_round(
+        pool_, n, [&](std::size_t i) { return net.endpoint(static_cast<std::uint32_t>(first + i)); },
+        [&](std::size_t i) {
+          const auto ns = node_step_of(i);
+          if (local && ns.direction.empty())  // a node takes an empty one as no step: every node steps or none
+            throw size_error("round " + std::to_string(t) + ", node " + std::to_string(first + i) +
+                             ": direction has 0 elements, the model has " + std::to_string(d_));
+          nodes_[i].check(t, comp, cols_[i], ns, total_);
+        },
+        [&](std::size_t i, std::size_t w) {
+          const auto ns = node_step_of(i);
+          if (local) nodes_[i].local_step(ns.direction, ns.gamma);
+          nodes_[i].compress(comp, t, st.feedback, ws_[w], st.fresh_residual);
+        },
+        [&](std::size_t i, auto& ep) { nodes_[i].post(ep, t, cols_[i]); },
+        [&](std::size_t i, auto& ep) { nodes_[i].collect(ep, t, rows_[i]); },
+        [&](std::size_t i, std::size_t w) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]), blocks_[w]); });
   }
 
   /// Checkpoint section "GRUP": first node, total nodes, node count, then every node's "NODE".
@@ -294,7 +262,6 @@ class push_sum_group {
   std::vector<node_type> nodes_;
   std::vector<std::vector<out_edge>> cols_;
   std::vector<std::vector<in_edge>> rows_;
-  std::vector<std::vector<envelope>> delivered_;  ///< inboxes of a whole-round transport
   std::size_t d_ = 0;
   std::size_t total_ = 0;
 };

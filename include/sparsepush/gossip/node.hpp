@@ -39,6 +39,7 @@
 #include "../error_feedback.hpp"
 #include "../topology/schedule.hpp"
 #include "../transport/endpoint.hpp"
+#include "lockstep.hpp"
 #include "push_sum.hpp"
 
 namespace sparsepush {
@@ -324,17 +325,26 @@ class push_sum_node {
  public:
 
   /// The whole round t against a schedule and an endpoint: out- and in-edges from the schedule,
-  /// check, local step (when st.direction is not empty), compress, post, collect, mix.
-  template <schedule S, class C, endpoint E>
+  /// then the lockstep round of one node (lockstep.hpp): check, local step (when st.direction is
+  /// not empty) and compress, post, collect, mix.
+  template <class S, class C, class E>
   void round(std::uint32_t t, const S& sched, const C& comp, E& ep, const step& st) {
+    static_assert(detail::require_schedule<S>());
+    static_assert(detail::require_compressor<C, T>());
+    static_assert(endpoint<E>, "sparsepush: E must be an endpoint: node(), post(round, out_edges, u, message), "
+                               "collect(round, in_edges, inbox) (see transport/endpoint.hpp)");
     sched.out_edges(t, opt_.id, out_);
     in_edges_of(sched, t, opt_.id, in_);
-    check(t, comp, out_, st, sched.num_nodes());
-    if (!st.direction.empty()) local_step(st.direction, st.gamma);
-    compress(comp, t, st.feedback, ws_, st.fresh_residual);
-    post(ep, t, out_);
-    collect(ep, t, in_);
-    mix(st.eta, self_share(out_));
+    detail::serial_runner alone;
+    detail::lockstep_round(
+        alone, 1, [&](std::size_t) -> E& { return ep; },
+        [&](std::size_t) { check(t, comp, out_, st, sched.num_nodes()); },
+        [&](std::size_t, std::size_t) {
+          if (!st.direction.empty()) local_step(st.direction, st.gamma);
+          compress(comp, t, st.feedback, ws_, st.fresh_residual);
+        },
+        [&](std::size_t, E& e) { post(e, t, out_); }, [&](std::size_t, E& e) { collect(e, t, in_); },
+        [&](std::size_t, std::size_t) { mix(st.eta, self_share(out_), block_); });
   }
 
   /// A node's state as read from a checkpoint (checked against this node), not yet applied.

@@ -1,4 +1,4 @@
-// sparsepush/gossip/push_sum.hpp: push-sum state and the fused mixing kernel.
+// sparsepush/gossip/push_sum.hpp: de-biasing and the fused mixing kernel of push-sum.
 // Per node i: numerator x_i (any flat tensor), weight u_i (starts at 1), de-biased model
 // xh_i = x_i / u_i. The gossip update, relaxed by eta (ALGORITHMS.md, Sparse-Push step 3):
 //   x_i <- x_i + eta * ( sum_{j in in(i) + {i}} W[i][j] q_j - q_i )
@@ -21,14 +21,6 @@
 
 namespace sparsepush {
 inline namespace v0 {
-
-/// One node's push-sum state over a user tensor type.
-template <class Tensor>
-  requires flat_tensor<Tensor>
-struct push_sum_state {
-  Tensor x;        ///< numerator
-  double u = 1.0;  ///< push-sum weight
-};
 
 /// A message with the coefficient it enters a combine with.
 struct weighted_message {
