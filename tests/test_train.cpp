@@ -187,6 +187,11 @@ TEST_CASE("trainer: the metrics are those of a dense computation over every node
     CHECK(same_bits(r.eval.avg_node_accuracy, acc));
     CHECK(same_bits(r.eval.averaged_model_accuracy, tf::score(avg, 6)));
     CHECK(r.report.bytes_sent == alg.bytes_sent());
+    // report over a process group: the one-process report, bit for bit
+    const auto over_group = sp::report<double>(alg, 24, group), plain = sp::report<double>(alg, 24);
+    CHECK(same_bits(over_group.parameter_divergence, plain.parameter_divergence));
+    CHECK(over_group.bytes_sent == plain.bytes_sent);
+    CHECK(same_bits(over_group.comm_ratio, plain.comm_ratio));
     CHECK(r.messages_sent == alg.messages_sent());
     CHECK(r.messages_dropped == alg.messages_dropped());
     CHECK(r.state_bytes_per_node == alg.state_bytes(0));

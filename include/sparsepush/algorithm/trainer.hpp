@@ -48,10 +48,16 @@ struct round_report {
   }
 };
 
-/// Metrics of an algorithm now.
+/// Metrics of an algorithm now, over every node; the algorithm must run every node in this
+/// process (across processes, train/evaluate.hpp's report(a, round, group) reduces over them).
 template <tensor_element T, class A>
   requires decentralized_algorithm<A, T>
 round_report report(const A& a, std::uint32_t round) {
+  if constexpr (requires { a.total_nodes(); })
+    if (a.num_nodes() != a.total_nodes())
+      throw config_error("report: this process runs " + std::to_string(a.num_nodes()) + " of the " +
+                         std::to_string(a.total_nodes()) + " nodes; reduce over the ranks with "
+                         "report(alg, round, mpi_process_group) (sparsepush/train/) instead");
   std::vector<std::vector<T>> models(a.num_nodes(), std::vector<T>(a.dim()));
   for (std::size_t i = 0; i < a.num_nodes(); ++i) a.model(i, std::span<T>(models[i]));
   return round_report::of(round, parameter_divergence(models), a.bytes_sent(), a.full_precision_bytes());

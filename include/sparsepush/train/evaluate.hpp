@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../algorithm/trainer.hpp"
 #include "../detail/bytes.hpp"
 #include "../tensor.hpp"
 #include "process_group.hpp"
@@ -35,57 +36,19 @@ struct evaluation {
 template <tensor_element T>
 using accuracy_function = std::function<double(std::size_t worker, std::span<const T> model)>;
 
-/// Evaluate the nodes of `alg` this process runs (alg.model(i, out), alg.num_nodes(), alg.dim())
-/// and reduce over `group`: every process returns the same bits, equal to those of one process
-/// running every node. Models that are the same bits are tested once; `threads` test in parallel.
+namespace detail {
+/// The averaged model sum_i xh_i / n (in T, summed in node order across the processes) and the
+/// parameter divergence (1/n) sum_i || xh_i - mean ||_2 (mean in double) of every node.
 template <tensor_element T, class A, process_group G>
-evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy) {
+double averaged_model(const A& alg, G& group, std::vector<T>& avg) {
   const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
   if (ln != group.local_nodes())
-    throw config_error("evaluate: the algorithm runs " + std::to_string(ln) + " nodes here, the process group " +
+    throw config_error("the algorithm runs " + std::to_string(ln) + " nodes here, the process group places " +
                        std::to_string(group.local_nodes()));
-  auto hash = [](std::span<const T> m) { return detail::fnv1a(std::as_bytes(m)); };
-  // each distinct model once: same_as[i] is the first local node with node i's bits
-  std::vector<std::size_t> same_as(ln), distinct;
-  std::vector<std::uint64_t> hashes(ln);
-  {
-    std::vector<T> m(d), other(d);
-    for (std::size_t i = 0; i < ln; ++i) {
-      alg.model(i, std::span<T>(m));
-      hashes[i] = hash(m);
-      same_as[i] = i;
-      for (const std::size_t j : distinct) {
-        if (hashes[j] != hashes[i]) continue;
-        alg.model(j, std::span<T>(other));
-        if (std::memcmp(m.data(), other.data(), d * sizeof(T)) == 0) {
-          same_as[i] = j;
-          break;
-        }
-      }
-      if (same_as[i] == i) distinct.push_back(i);
-    }
-  }
-  std::vector<double> local_acc(ln);
-  {
-    const std::size_t workers = std::max<std::size_t>(1, threads);
-    std::vector<std::jthread> pool;  // distinct model k on worker k mod workers
-    for (std::size_t w = 0; w < std::min(workers, distinct.size()); ++w)
-      pool.emplace_back([&, w] {
-        std::vector<T> m(d);
-        for (std::size_t k = w; k < distinct.size(); k += workers) {
-          alg.model(distinct[k], std::span<T>(m));
-          local_acc[distinct[k]] = accuracy(w, m);
-        }
-      });
-  }
-  for (std::size_t i = 0; i < ln; ++i) local_acc[i] = local_acc[same_as[i]];
-  evaluation ev;
-  for (const double a : group.allgather(local_acc)) ev.avg_node_accuracy += a / static_cast<double>(n);
-
+  avg.assign(d, T(0));
+  std::vector<double> sum(d, 0.0);
   // sum_i xh_i / n in T (the averaged model) and sum_i xh_i in double (the divergence's mean),
   // both in node order across the processes
-  std::vector<double> sum(d, 0.0);
-  std::vector<T> avg(d, T(0));
   {
     std::vector<T> m(d);
     auto add = [&] {
@@ -128,7 +91,59 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
   }
   double total = 0.0;
   for (const double v : group.allgather(norms)) total += v;
-  ev.parameter_divergence = total / static_cast<double>(n);
+  return total / static_cast<double>(n);
+}
+}  // namespace detail
+
+/// Evaluate the nodes of `alg` this process runs (alg.model(i, out), alg.num_nodes(), alg.dim())
+/// and reduce over `group`: every process returns the same bits, equal to those of one process
+/// running every node. Models that are the same bits are tested once; `threads` test in parallel.
+template <tensor_element T, class A, process_group G>
+evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy) {
+  const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
+  if (ln != group.local_nodes())
+    throw config_error("evaluate: the algorithm runs " + std::to_string(ln) + " nodes here, the process group places " +
+                       std::to_string(group.local_nodes()));
+  auto hash = [](std::span<const T> m) { return detail::fnv1a(std::as_bytes(m)); };
+  // each distinct model once: same_as[i] is the first local node with node i's bits
+  std::vector<std::size_t> same_as(ln), distinct;
+  std::vector<std::uint64_t> hashes(ln);
+  {
+    std::vector<T> m(d), other(d);
+    for (std::size_t i = 0; i < ln; ++i) {
+      alg.model(i, std::span<T>(m));
+      hashes[i] = hash(m);
+      same_as[i] = i;
+      for (const std::size_t j : distinct) {
+        if (hashes[j] != hashes[i]) continue;
+        alg.model(j, std::span<T>(other));
+        if (std::memcmp(m.data(), other.data(), d * sizeof(T)) == 0) {
+          same_as[i] = j;
+          break;
+        }
+      }
+      if (same_as[i] == i) distinct.push_back(i);
+    }
+  }
+  std::vector<double> local_acc(ln);
+  {
+    const std::size_t workers = std::max<std::size_t>(1, threads);
+    std::vector<std::jthread> pool;  // distinct model k on worker k mod workers
+    for (std::size_t w = 0; w < std::min(workers, distinct.size()); ++w)
+      pool.emplace_back([&, w] {
+        std::vector<T> m(d);
+        for (std::size_t k = w; k < distinct.size(); k += workers) {
+          alg.model(distinct[k], std::span<T>(m));
+          local_acc[distinct[k]] = accuracy(w, m);
+        }
+      });
+  }
+  for (std::size_t i = 0; i < ln; ++i) local_acc[i] = local_acc[same_as[i]];
+  evaluation ev;
+  for (const double a : group.allgather(local_acc)) ev.avg_node_accuracy += a / static_cast<double>(n);
+
+  std::vector<T> avg;
+  ev.parameter_divergence = detail::averaged_model<T>(alg, group, avg);
 
   // the averaged model, on rank 0, unless it is the bits of a node model tested here
   double avg_acc = 0.0;
@@ -148,6 +163,15 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
   }
   ev.averaged_model_accuracy = group.broadcast(avg_acc);
   return ev;
+}
+
+/// The report of round `round` over every node of the processes `group` spans: the divergence
+/// of evaluate(), and the bytes sent by every process.
+template <tensor_element T, class A, process_group G>
+round_report report(const A& alg, std::uint32_t round, G& group) {
+  std::vector<T> avg;
+  const double divergence = detail::averaged_model<T>(alg, group, avg);
+  return round_report::of(round, divergence, group.sum(alg.bytes_sent()), group.sum(alg.full_precision_bytes()));
 }
 
 }  // namespace v0
