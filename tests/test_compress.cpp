@@ -538,7 +538,10 @@ namespace {
 struct keep_first {
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
-    identity{}.compress(v.first(1), out, ctx);
+    identity{}.compress(v.first(1), out, ctx);  // the first value, as a sparse message of v
+    out.dim = static_cast<std::uint32_t>(v.size());
+    out.index_enc = wire_indices::raw_u32;
+    out.indices = {0};
   }
 };
 static_assert(compressor<keep_first>);
@@ -550,7 +553,8 @@ TEST_CASE("compress_with and validate_compressor accept compressors without the 
   compress_workspace<float> ws;
   message m;
   compress_with<float>(keep_first{}, v, m, {}, ws);
-  REQUIRE(m.dim == 1);
+  REQUIRE(m.dim == 3);
+  REQUIRE(m.count == 1);
   REQUIRE(ws.capacity_bytes() == 0);
   validate_compressor<float>(keep_first{}, 0, {});  // nothing to check
   std::vector<float> e(3, 0.0f);

@@ -60,6 +60,13 @@ class decode_error : public error {
   std::size_t offset_;
 };
 
+/// A message breaks the wire format's rules (sizes, count, indices, values): validate() found it
+/// (a compressor wrote it wrong). The text says what and where (index position, sizes).
+class message_error : public error {
+ public:
+  using error::error;
+};
+
 /// Where a compression happens: the seed of the run, the node and the round. Every random
 /// choice is a pure function of (seed, node, round, position), so runs are bit-reproducible
 /// whatever the thread count or transport.

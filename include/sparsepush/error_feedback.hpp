@@ -4,9 +4,11 @@
 // select and to check for NaN/Inf, a second writes e = x + e, then the kept values are subtracted
 // (5 streams of d values against the 3 of a bare e = x + e: writing e in the first pass would
 // break the guarantee below). The others compute v into the caller's workspace, compress it, then
-// write e. Either way a throw (bad size, NaN/Inf, bad k) leaves e and the message as they were.
+// write e. Either way a throw (bad size, NaN/Inf, bad k, a malformed message of a user's compressor)
+// leaves e as it was (and the message as it was, for the built-ins).
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,10 +30,22 @@ void compress_with_feedback(const C& c, std::span<const T> x, std::span<T> e, me
     throw size_error("error feedback: x has " + std::to_string(x.size()) +
                      " elements but the residual e has " + std::to_string(e.size()) + " at " +
                      ctx.where());
-  if constexpr (requires { c.compress_feedback(x, e, q, ctx, ws); }) {
-    c.compress_feedback(x, e, q, ctx, ws);
-  } else if constexpr (requires { c.compress_feedback(x, e, q, ctx); }) {
-    c.compress_feedback(x, e, q, ctx);
+  constexpr bool fused_ws = requires { c.compress_feedback(x, e, q, ctx, ws); };
+  constexpr bool fused = fused_ws || requires { c.compress_feedback(x, e, q, ctx); };
+  if constexpr (fused && detail::is_builtin_compressor<C>) {
+    if constexpr (fused_ws) c.compress_feedback(x, e, q, ctx, ws);
+    else c.compress_feedback(x, e, q, ctx);
+  } else if constexpr (fused) {
+    // a user's fused path writes e before its message can be checked: keep e until it is
+    const std::vector<T> kept(e.begin(), e.end());
+    if constexpr (fused_ws) c.compress_feedback(x, e, q, ctx, ws);
+    else c.compress_feedback(x, e, q, ctx);
+    try {
+      detail::check_compressed(q, x.size(), ctx);
+    } catch (...) {
+      std::copy(kept.begin(), kept.end(), e.begin());
+      throw;
+    }
   } else {
     auto& v = ws.v;
     v.resize(x.size());

@@ -2,7 +2,7 @@
 // length-`dim` vector: all of them (dense) or those at ascending `indices`. Values are held
 // exactly as they travel; every reader dequantizes through value_at() (the codec's reader), so
 // the sender's error feedback and the receiver see the same q, bit for bit. encode() and decode()
-// compose the wire codec (wire.hpp: header, indices, values) into one buffer.
+// compose the wire codec (wire/: header, indices, value readers) into one buffer.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +15,9 @@
 
 #include "config.hpp"
 #include "tensor.hpp"
-#include "wire.hpp"
+#include "wire/format.hpp"
+#include "wire/index_codecs.hpp"
+#include "wire/value_readers.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -146,6 +148,46 @@ inline void check_announced_dim(std::span<const std::byte> buf, std::uint32_t ex
   }
 }
 }  // namespace detail
+
+namespace detail {
+/// Check m as decode() checks the buffer encode(m) would be, the CRC aside, for a vector of `dim`
+/// elements: encodings, levels, count <= dim, scale, an index list of count ascending indices
+/// below dim (none when dense; seeded: the draw of their key), a payload of exactly the bytes the
+/// encoding needs and values decode accepts. A failed check calls fail(what, offset in encode(m)).
+template <class Fail>
+void check_message(const message& m, std::size_t dim, Fail&& fail) {
+  if (m.dim != dim)
+    fail("message has dim " + std::to_string(m.dim) + ", the vector has " + std::to_string(dim) + " elements", 12);
+  check_encodings(static_cast<unsigned>(m.index_enc), static_cast<unsigned>(m.value_enc), fail);
+  const wire_header h{m.index_enc, m.value_enc, m.levels, m.dim, m.count, 0, m.scale};
+  check_header_fields(h, fail);
+  if (m.dense() ? !m.indices.empty() : m.indices.size() != m.count)
+    fail(std::to_string(m.indices.size()) + " indices for a " + (m.dense() ? "dense" : "sparse") +
+             " message of count " + std::to_string(m.count),
+         20);
+  if (m.payload.size() != h.value_bytes())
+    fail("payload of " + std::to_string(m.payload.size()) + " bytes where " + std::to_string(m.count) + " " +
+             to_string(m.value_enc) + " values need " + std::to_string(h.value_bytes()),
+         message_header_bytes);
+  if (m.index_enc == wire_indices::seeded) {
+    std::vector<std::uint32_t> drawn;
+    random_indices_compact(m.dim, m.count, m.index_key.seed, m.index_key.node, m.index_key.round, drawn);
+    if (drawn != m.indices) fail("seeded indices are not the draw of their key (seed, node, round)", message_header_bytes);
+  } else {
+    for (std::uint32_t j = 0; j < m.indices.size(); ++j)
+      check_index(m.indices[j], j, j > 0 ? m.indices[j - 1] : 0, m.dim, message_header_bytes + 4 * std::size_t{j}, fail);
+  }
+  check_values(h, m.payload.data(), message_header_bytes + m.index_bytes(), fail);
+}
+}  // namespace detail
+
+/// Check m as decode() would check its encoding, without the CRC, for a vector of `dim`
+/// elements: count <= dim, sizes, ascending unique indices below dim, the payload length of its
+/// value encoding, levels, scale and values. Throws message_error saying what is wrong (field,
+/// index position, sizes). Every message of a user's compressor passes here before it is read.
+inline void validate(const message& m, std::size_t dim) {
+  detail::check_message(m, dim, [](const std::string& what, std::size_t) { throw message_error("invalid message: " + what); });
+}
 
 /// Parse and fully validate one encoded message. Any truncated, oversized, corrupted or
 /// inconsistent buffer throws decode_error; `out` is only replaced on success.

@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "../config.hpp"
 #include "../detail/finite.hpp"
@@ -34,8 +35,37 @@ concept compressor_for = tensor_element<T> && requires(const C& c, std::span<con
 template <class C>
 concept compressor = compressor_for<C, float> && compressor_for<C, double>;
 
+struct identity;
+struct top_k;
+struct random_k;
+struct threshold_k;
+struct qsgd;
+struct scaled_sign;
+class any_compressor;
+
+namespace detail {
+
+/// The library's own compressors (and any_compressor, which holds only them): their messages are
+/// well-formed by construction, so compress_with does not check them again.
+template <class C>
+inline constexpr bool is_builtin_compressor =
+    std::is_same_v<C, identity> || std::is_same_v<C, top_k> || std::is_same_v<C, random_k> ||
+    std::is_same_v<C, threshold_k> || std::is_same_v<C, qsgd> || std::is_same_v<C, scaled_sign> ||
+    std::is_same_v<C, any_compressor>;
+
+/// validate(q, d) for a compressor's output at ctx: a malformed q is a message_error naming the
+/// node, the round and what is wrong, before anything reads q.
+inline void check_compressed(const message& q, std::size_t d, const context& ctx) {
+  check_message(q, d, [&ctx](const std::string& what, std::size_t) {
+    throw message_error("the compressor at " + ctx.where() + " wrote an invalid message: " + what);
+  });
+}
+
+}  // namespace detail
+
 /// q = C(v) with the caller's scratch: c.compress(v, q, ctx, ws) where C offers it, else
-/// c.compress(v, q, ctx).
+/// c.compress(v, q, ctx). The message of a compressor that is not one of the library's is
+/// checked (validate(q, v.size())) before it returns: a malformed one throws message_error.
 template <tensor_element T, class C>
 void compress_with(const C& c, std::span<const T> v, message& q, const context& ctx,
                    compress_workspace<T>& ws) {
@@ -43,6 +73,7 @@ void compress_with(const C& c, std::span<const T> v, message& q, const context& 
                                       "(it needs compress(std::span<const T>, message&, const context&))");
   if constexpr (requires { c.compress(v, q, ctx, ws); }) c.compress(v, q, ctx, ws);
   else c.compress(v, q, ctx);
+  if constexpr (!detail::is_builtin_compressor<C>) detail::check_compressed(q, v.size(), ctx);
 }
 
 /// Throw what c.compress would throw for its configuration at dimension d (k > d, bad levels,

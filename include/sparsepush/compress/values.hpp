@@ -1,6 +1,6 @@
 // sparsepush/compress/values.hpp: value encodings that compose with any selector ("top-1% of
 // int8"). value_codec is the setting a compressor holds; given the selected values v_j (j < count)
-// the wire codec's writer (wire.hpp) fills the message payload, and the dequantized
+// the wire codec's writer (wire/value_codecs.hpp) fills the message payload, and the dequantized
 // q_j = message::value_at(j) is what error feedback subtracts. Definitions:
 //   fp16/bf16/fp32: round to nearest even, saturating at the largest finite value;
 //   int8: s = max|v| / 127 (as fp32), code = round(v / s) in [-127, 127], q = s * code (saturating);
@@ -14,6 +14,7 @@
 
 #include "../config.hpp"
 #include "../message.hpp"
+#include "../wire/value_codecs.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
