@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     std::printf("%6s %14s %14s %14s %14s\n", "round", "max |xh - avg|", "divergence", "MB sent",
                 "ratio vs fp32");
     auto report = [&](const sp::push_sum_group<std::vector<double>>& group,
-                      const sp::in_process_network& net, std::uint32_t t) {
+                      const sp::loopback_network& net, std::uint32_t t) {
       double err = 0;
       for (std::size_t i = 0; i < o.nodes; ++i) {
         const auto xh = group.debiased(i);
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     const auto schedule = sp::parse_schedule(o.schedule, o.nodes, o.seed);  // validated
     const auto compressor = sp::parse_compressor(o.compressor);
     sp::push_sum_group<std::vector<double>> group(std::move(x0), {.eta = o.eta, .threads = o.threads, .seed = o.seed});
-    sp::in_process_network net(o.nodes);                 // byte ledger, optional message loss
+    sp::loopback_network net(o.nodes);                   // byte ledger, optional message loss
     for (std::uint32_t t = 0; t < o.rounds; ++t) {
       group.round(schedule, compressor, net, t);         // compress, push, mix
       if ((t + 1) % o.every == 0 || t + 1 == o.rounds) report(group, net, t);

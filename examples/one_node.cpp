@@ -2,7 +2,7 @@
 // thread, or each MPI rank in one_node_mpi) owns one node of its own tensor type, computes
 // gradients with its own code and calls the node's round against an endpoint. The only
 // difference between the two builds is the network the endpoint comes from: a loopback shared by
-// the threads (in encoded mode: every envelope goes through the wire format) or MPI.
+// the threads (its default mode copies each message on post, so free-running threads are safe) or MPI.
 // Node i minimises 0.5 ||x - b_i||^2, so the consensus optimum is mean_i b_i.
 // Run: ./one_node, or mpirun -np 4 ./one_node_mpi (exit code 1 when the nodes miss the optimum)
 #include <cmath>
@@ -68,7 +68,7 @@ double worst_error(const std::vector<weights>& models) {
 #ifndef SPARSEPUSH_EXAMPLE_MPI
 int main() {
   const auto sched = sp::parse_schedule("time-varying-ring", nodes);
-  sp::loopback_network net(nodes, {.mode = sp::loopback_mode::encoded});
+  sp::loopback_network net(nodes);  // default mode: safe for nodes on free-running threads
   std::vector<weights> models(nodes);
   std::vector<std::jthread> threads;
   std::vector<std::string> errors(nodes);

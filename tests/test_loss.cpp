@@ -2,7 +2,8 @@
 // with acknowledged recovery the average and sum u = n survive 10% and 30% loss, checked against
 // a dense reference that moves each lost share to the sender's diagonal; plain push-sum drifts
 // beside it; compressed sparse messages conserve mass; no loss means the same bits either way;
-// a starving weight is an error, never silent zeros; CHOCO refuses a lossy network.
+// a starving weight is an error, never silent zeros; CHOCO refuses a lossy network; network,
+// endpoints and loss model agree on every lost envelope, and the ledger counts them per node.
 #include <Eigen/Dense>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -50,7 +51,7 @@ Eigen::MatrixXd lossy_w(const S& s, std::uint32_t t, const loss_model& loss, boo
   for (std::uint32_t j = 0; j < n; ++j) {
     s.out_edges(t, j, col);
     for (const auto& e : col) {
-      if (e.to != j && loss.lost(t, j, e.to)) {
+      if (e.to != j && loss.lost({.round = t, .from = j, .to = e.to})) {
         if (keep) w(j, j) += e.share;
       } else {
         w(e.to, j) += e.share;
@@ -242,4 +243,38 @@ TEST_CASE("CHOCO-SGD refuses a network that loses messages", "[loss]") {
       config_error);
   REQUIRE_THROWS_AS(loopback_network(4, {.drop_probability = 1.0}), config_error);
   REQUIRE_THROWS_AS(loopback_network(4, {.drop_probability = -0.1}), config_error);
+}
+
+TEST_CASE("a network, its endpoints and the loss model agree on which envelopes are lost", "[loss]") {
+  const std::size_t n = 6;
+  const auto s = parse_schedule("exponential", n);
+  loopback_network net(n, {.drop_probability = 0.3, .seed = 21});
+  const loss_model& loss = net.loss();
+  std::vector<out_edge> col;
+  std::size_t lost = 0;
+  for (std::uint32_t t = 0; t < 40; ++t)
+    for (std::uint32_t j = 0; j < n; ++j) {
+      s.out_edges(t, j, col);
+      const auto ep = net.endpoint(j);
+      for (const auto& e : col) {
+        const route r{.round = t, .from = j, .to = e.to};
+        REQUIRE(net.lost(r) == loss.lost(r));
+        REQUIRE(ep.lost(t, e.to) == loss.lost(r));
+        lost += loss.lost(r);
+        if (e.to == j) REQUIRE_FALSE(loss.lost(r));
+      }
+    }
+  REQUIRE(lost > 0);
+  // the ledger counts each node's lost envelopes; the sum is the total
+  push_sum_group<vec> g(random_models(n, 10, 2), {.seed = 1, .recovery = loss_recovery::acknowledged});
+  for (std::uint32_t t = 0; t < 40; ++t) g.round(s, identity{}, net, t);
+  std::size_t sum = 0, expected = 0;
+  for (std::uint32_t i = 0; i < n; ++i) sum += net.messages_dropped(i);
+  for (std::uint32_t t = 0; t < 40; ++t)
+    for (std::uint32_t j = 0; j < n; ++j) {
+      s.out_edges(t, j, col);
+      for (const auto& e : col) expected += loss.lost({.round = t, .from = j, .to = e.to});
+    }
+  REQUIRE(sum == net.messages_dropped());
+  REQUIRE(sum == expected);
 }

@@ -1,8 +1,8 @@
 // Tests of one node as the unit (gossip/node.hpp, transport/loopback.hpp): nodes on their own
-// threads over an encoded loopback give the group's bits; the loopback's encoded mode gives the
-// by-reference bits for SP top-K+int8, SGP, SCSP and CHOCO; every error path of a round leaves
-// every node and the ledger as they were; the loopback's own errors name round, sender and
-// receiver; the algorithms run on a user tensor type with a user compressor.
+// threads over the default (copied) and the encoded loopback give the group's bits; the three
+// loopback modes give the same bits for SP top-K+int8, SGP, SCSP and CHOCO and under a group;
+// every error path of a round leaves every node and the ledger as they were; the loopback's own
+// errors name round, sender and receiver; the algorithms run on a user tensor type and compressor.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -40,12 +40,13 @@ void require_same_models(const A& a, const A& b) {
 }
 }  // namespace
 
-TEST_CASE("encoded loopback gives the by-reference bits for SP top-K+int8, SGP, SCSP and CHOCO", "[gossip][transport]") {
+TEST_CASE("the loopback's modes give the same bits for SP top-K+int8, SGP, SCSP and CHOCO", "[gossip][transport]") {
   const std::size_t n = 8, d = 300;
   const auto x0 = random_models(n, d, 3);
   const auto oracle = pull_oracle(d);
   const sparse_push_options enc{.threads = 2, .seed = 5, .network = {.mode = loopback_mode::encoded}};
   const sparse_push_options ref{.threads = 2, .seed = 5};
+  const sparse_push_options byref{.threads = 2, .seed = 5, .network = {.mode = loopback_mode::by_reference}};
   auto run = [&](auto& alg, std::uint32_t rounds) {
     for (std::uint32_t t = 0; t < rounds; ++t) alg.round(t, oracle, 0.05);
   };
@@ -53,10 +54,14 @@ TEST_CASE("encoded loopback gives the by-reference bits for SP top-K+int8, SGP, 
     const auto ph = sparse_push_phases(parse_compressor("top-k:0.05+int8"), 0.1);
     sparse_push<double> a(x0, parse_schedule("time-varying-ring", n), ph, ref);
     sparse_push<double> b(x0, parse_schedule("time-varying-ring", n), ph, enc);
+    sparse_push<double> c(x0, parse_schedule("time-varying-ring", n), ph, byref);
     run(a, 30);
     run(b, 30);
+    run(c, 30);
     require_same_models(a, b);
+    require_same_models(a, c);
     REQUIRE(a.bytes_sent() == b.bytes_sent());
+    REQUIRE(a.bytes_sent() == c.bytes_sent());
   }
   SECTION("SGP on the exponential graph") {
     sparse_push<double> a(x0, parse_schedule("exponential", n), sgp_phases(), ref);
@@ -88,7 +93,8 @@ TEST_CASE("encoded loopback gives the by-reference bits for SP top-K+int8, SGP, 
   }
 }
 
-TEST_CASE("nodes on their own threads over an encoded loopback give the group's bits", "[gossip][transport]") {
+TEST_CASE("nodes on their own threads over the default and the encoded loopback give the group's bits",
+          "[gossip][transport]") {
   const std::size_t n = 6, d = 500;
   const auto x0 = random_models(n, d, 11);
   const auto sched = parse_schedule("time-varying-ring", n);
@@ -101,62 +107,121 @@ TEST_CASE("nodes on their own threads over an encoded loopback give the group's 
   };
   // the group, in lockstep
   push_sum_group<vec> group(x0, {.eta = 0.3, .threads = 1, .seed = 2});
-  in_process_network gnet(n);
+  loopback_network gnet(n);
   std::vector<vec> dirs(n);
   for (std::uint32_t t = 0; t < rounds; ++t) {
     for (std::uint32_t i = 0; i < n; ++i) dirs[i] = direction(i, t);
     group.round(sched, comp, gnet, t, {0.3, dirs, 0.1});
   }
-  // one node per thread, free running
-  loopback_network net(n, {.mode = loopback_mode::encoded});
-  std::vector<vec> result(n);
-  std::vector<double> us(n);
-  {
-    std::vector<std::jthread> threads;
-    for (std::uint32_t i = 0; i < n; ++i)
-      threads.emplace_back([&, i] {
-        push_sum_node<vec> node(x0[i], {.id = i, .seed = 2});
-        auto ep = net.endpoint(i);
-        for (std::uint32_t t = 0; t < rounds; ++t) {
-          const vec p = direction(i, t);
-          node.round(t, sched, comp, ep, {.eta = 0.3, .direction = p, .gamma = 0.1});
-        }
-        result[i] = node.tensor();
-        us[i] = node.u();
-      });
+  // one node per thread, free running: safe in the default mode (copied) and in encoded mode
+  for (const auto mode : {loopback_options{}.mode, loopback_mode::encoded}) {
+    INFO("mode " << static_cast<int>(mode));
+    loopback_network net(n, {.mode = mode});
+    std::vector<vec> result(n);
+    std::vector<double> us(n);
+    {
+      std::vector<std::jthread> threads;
+      for (std::uint32_t i = 0; i < n; ++i)
+        threads.emplace_back([&, i] {
+          push_sum_node<vec> node(x0[i], {.id = i, .seed = 2});
+          auto ep = net.endpoint(i);
+          for (std::uint32_t t = 0; t < rounds; ++t) {
+            const vec p = direction(i, t);
+            node.round(t, sched, comp, ep, {.eta = 0.3, .direction = p, .gamma = 0.1});
+          }
+          result[i] = node.tensor();
+          us[i] = node.u();
+        });
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(same_bits(result[i], group.x(i)));
+      REQUIRE(us[i] == group.u(i));
+    }
+    REQUIRE(net.total_bytes() == gnet.total_bytes());
+    REQUIRE(net.total_messages() == gnet.total_messages());
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    REQUIRE(same_bits(result[i], group.x(i)));
-    REQUIRE(us[i] == group.u(i));
-  }
-  REQUIRE(net.total_bytes() == gnet.total_bytes());
-  REQUIRE(net.total_messages() == gnet.total_messages());
 }
 
 TEST_CASE("collect hands envelopes over in ascending sender order whatever the arrival order", "[transport]") {
   const std::size_t n = 5, d = 40;
-  loopback_network net(n);
-  std::vector<message> msgs(n);
-  for (std::uint32_t j = 0; j < n; ++j) {
-    const auto v = test::gaussian<double>(d, 30 + j);
-    identity{}.compress(std::span<const double>(v), msgs[j], {0, j, 0});
+  for (const auto mode :
+       {loopback_mode::copied, loopback_mode::encoded, loopback_mode::by_reference}) {
+    INFO("mode " << static_cast<int>(mode));
+    loopback_network net(n, {.mode = mode});
+    std::vector<message> msgs(n);
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const auto v = test::gaussian<double>(d, 30 + j);
+      identity{}.compress(std::span<const double>(v), msgs[j], {0, j, 0});
+    }
+    // every node pushes to node 0; post in descending order
+    for (std::uint32_t j = n; j-- > 1;) {
+      const std::vector<out_edge> col{{j, 0.5}, {0, 0.5}};
+      net.endpoint(j).post(3, col, 1.0 + j, msgs[j]);
+    }
+    std::vector<in_edge> row{{0, 1.0}};
+    for (std::uint32_t j = 1; j < n; ++j) row.push_back({j, 0.5});
+    inbox box;
+    net.endpoint(0).collect(3, row, box);
+    REQUIRE(box.envelopes.size() == n - 1);
+    for (std::uint32_t k = 0; k < n - 1; ++k) {
+      REQUIRE(box.envelopes[k].from == k + 1);
+      REQUIRE(box.envelopes[k].u == 1.0 + (k + 1));
+      REQUIRE(encode(*box.envelopes[k].msg) == encode(msgs[k + 1]));
+      // only by_reference hands over the sender's own message; the others hand over the receiver's
+      REQUIRE((box.envelopes[k].msg == &msgs[k + 1]) == (mode == loopback_mode::by_reference));
+    }
+    REQUIRE(net.total_bytes() == (n - 1) * (envelope_header_bytes + msgs[1].wire_bytes()));
   }
-  // every node pushes to node 0; post in descending order
-  for (std::uint32_t j = n; j-- > 1;) {
-    const std::vector<out_edge> col{{j, 0.5}, {0, 0.5}};
-    net.endpoint(j).post(3, col, 1.0 + j, msgs[j]);
-  }
-  std::vector<in_edge> row{{0, 1.0}};
-  for (std::uint32_t j = 1; j < n; ++j) row.push_back({j, 0.5});
+}
+
+TEST_CASE("the default loopback copies: a sender may rewrite its message before the receiver collects",
+          "[transport]") {
+  REQUIRE(loopback_options{}.mode == loopback_mode::copied);
+  REQUIRE(for_lockstep({}).mode == loopback_mode::by_reference);
+  REQUIRE(for_lockstep({.mode = loopback_mode::encoded}).mode == loopback_mode::encoded);
+  REQUIRE(for_lockstep({.drop_probability = 0.2, .seed = 4}).drop_probability == 0.2);
+  const vec v0 = test::gaussian<double>(30, 3), v1 = test::gaussian<double>(30, 4);
+  message m, first;
+  top_k{k_spec::count(4)}.compress(std::span<const double>(v0), m, {0, 1, 0});
+  first = m;
+  loopback_network net(2);
+  const std::vector<out_edge> col{{0, 0.5}, {1, 0.5}};
+  const std::vector<in_edge> row{{0, 0.5}, {1, 0.5}};
   inbox box;
-  net.endpoint(0).collect(3, row, box);
-  REQUIRE(box.envelopes.size() == n - 1);
-  for (std::uint32_t k = 0; k < n - 1; ++k) {
-    REQUIRE(box.envelopes[k].from == k + 1);
-    REQUIRE(box.envelopes[k].u == 1.0 + (k + 1));
-    REQUIRE(box.envelopes[k].msg == &msgs[k + 1]);
+  for (std::uint32_t t = 0; t < 3; ++t) {  // rounds 0 and 1 posted before round 0 is collected
+    net.endpoint(1).post(t, col, 1.0, m);
+    top_k{k_spec::count(4)}.compress(std::span<const double>(v1), m, {0, 1, t + 1});  // the next round's
+    if (t == 0) continue;
+    net.endpoint(0).collect(t - 1, row, box);
+    REQUIRE(box.envelopes.size() == 1);
+    if (t == 1) REQUIRE(encode(*box.envelopes[0].msg) == encode(first));
   }
-  REQUIRE(net.total_bytes() == (n - 1) * (envelope_header_bytes + msgs[1].wire_bytes()));
+}
+
+TEST_CASE("the loopback's three modes give the same bits under a lockstep group, with loss", "[gossip][transport]") {
+  const std::size_t n = 6, d = 120;
+  const auto x0 = random_models(n, d, 17);
+  const auto sched = parse_schedule("exponential", n);
+  const auto comp = parse_compressor("top-k:0.1+int8");
+  std::vector<std::unique_ptr<push_sum_group<vec>>> groups;
+  std::vector<std::unique_ptr<loopback_network>> nets;
+  for (const auto mode : {loopback_mode::copied, loopback_mode::encoded, loopback_mode::by_reference}) {
+    groups.push_back(std::make_unique<push_sum_group<vec>>(
+        x0, gossip_options{.eta = 0.5, .threads = 2, .seed = 3, .recovery = loss_recovery::acknowledged}));
+    nets.push_back(std::make_unique<loopback_network>(n, loopback_options{.drop_probability = 0.2, .seed = 8, .mode = mode}));
+  }
+  for (std::uint32_t t = 0; t < 25; ++t)
+    for (std::size_t k = 0; k < groups.size(); ++k) groups[k]->round(sched, comp, *nets[k], t);
+  for (std::size_t k = 1; k < groups.size(); ++k) {
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(same_bits(groups[0]->x(i), groups[k]->x(i)));
+      REQUIRE(groups[0]->u(i) == groups[k]->u(i));
+      REQUIRE(nets[0]->messages_dropped(i) == nets[k]->messages_dropped(i));
+      REQUIRE(nets[0]->bytes_sent(i) == nets[k]->bytes_sent(i));
+    }
+    REQUIRE(nets[0]->messages_dropped() == nets[k]->messages_dropped());
+  }
+  REQUIRE(nets[0]->messages_dropped() > 0);
 }
 
 TEST_CASE("the loopback names round, sender and receiver when an envelope is missing or unexpected", "[transport]") {
@@ -256,7 +321,7 @@ struct snapshot {
   std::size_t bytes = 0, messages = 0, trace = 0;
   friend bool operator==(const snapshot&, const snapshot&) = default;
 };
-snapshot take(const push_sum_group<vec>& g, const in_process_network& net) {
+snapshot take(const push_sum_group<vec>& g, const loopback_network& net) {
   snapshot s;
   for (std::size_t i = 0; i < g.num_nodes(); ++i) {
     s.x.emplace_back(g.x(i).begin(), g.x(i).end());
@@ -288,7 +353,7 @@ struct faulty_schedule {
 TEST_CASE("every error path of a round leaves every node, message and the ledger as they were", "[gossip]") {
   const std::size_t n = 4, d = 50;
   push_sum_group<vec> g(random_models(n, d, 21), {.eta = 0.5, .threads = 2, .seed = 1});
-  in_process_network net(n, {.trace = true});
+  loopback_network net(n, {.trace = true});
   const auto sched = parse_schedule("exponential", n);
   const auto comp = parse_compressor("top-k:0.2");
   std::vector<vec> dirs(n, vec(d, 0.1));
@@ -321,7 +386,7 @@ TEST_CASE("every error path of a round leaves every node, message and the ledger
       {"bad segments", [&] { g.round(sched, per_layer, net, 1, step{0.5, dirs, 0.1}); }, "segment"},
       {"schedule size", [&] { g.round(parse_schedule("exponential", 5), comp, net, 1, step{0.5, dirs, 0.1}); }, "5 nodes"},
       {"network size", [&] {
-         in_process_network other(5);
+         loopback_network other(5);
          g.round(sched, comp, other, 1, step{0.5, dirs, 0.1});
        }, "network has 5"},
       {"missing self-loop", [&] { g.round(faulty_schedule{1}, comp, net, 1, step{0.5, dirs, 0.1}); }, "self-loop"},
@@ -496,7 +561,7 @@ TEST_CASE("a round in which a node hears from no one keeps mass and still reache
   for (const auto& x : x0)
     for (std::size_t l = 0; l < 20; ++l) avg[l] += x[l] / 3;
   push_sum_group<vec> g(x0);
-  in_process_network net(3);
+  loopback_network net(3);
   for (std::uint32_t t = 0; t < 400; ++t) {
     g.round(sched, identity{}, net, t);
     REQUIRE(std::abs(g.weight_mass() - 3.0) < 1e-12);

@@ -31,7 +31,7 @@
 #include "transport/endpoint.hpp"
 #include "transport/transport.hpp"
 #include "transport/loopback.hpp"
-#include "transport/in_process.hpp"
+#include "transport/accounting.hpp"
 #include "algorithm/metrics.hpp"
 #include "algorithm/oracle.hpp"
 #include "algorithm/phases.hpp"

@@ -1,6 +1,6 @@
 // A round allocates nothing in steady state: SP (top-K, with and without int8 values), SCSP (its
 // compressed rounds and its exact final rounds), SGP and CHOCO-SGD, in one process over the
-// loopback (by reference and encoded) and on 1 and 2 threads. Each run warms up for 8 rounds (4 in the
+// loopback (by reference, copied and encoded) and on 1 and 2 threads. Each run warms up for 8 rounds (4 in the
 // second phase of SCSP) (buffers grow to their working size), then counts every C++ allocation of the
 // next rounds with a counting global operator new. Prints one line per run and exits 1 if any
 // round allocated. (The same check over MPI is `mpi_check alloc`.)
@@ -47,11 +47,13 @@ void sparse_push_runs(const std::string& what, sp::phase_schedule phases, const 
                       std::uint32_t from, std::uint32_t to, std::uint32_t warm2 = 0, std::uint32_t from2 = 0,
                       std::uint32_t to2 = 0) {
   for (const std::size_t threads : {1, 2})
-    for (const auto mode : {sp::loopback_mode::by_reference, sp::loopback_mode::encoded}) {
+    for (const auto mode : {sp::loopback_mode::by_reference, sp::loopback_mode::copied, sp::loopback_mode::encoded}) {
       sp::loopback_network net(n, {.mode = mode});
       sp::sparse_push<float, sp::any_compressor, sp::any_schedule, sp::loopback_network> a(
           initial(), sp::parse_schedule(schedule, n), phases, net, {.threads = threads, .seed = 5});
-      const std::string name = what + (mode == sp::loopback_mode::encoded ? ", encoded" : ", by reference") +
+      const std::string name = what + (mode == sp::loopback_mode::encoded  ? ", encoded"
+                                       : mode == sp::loopback_mode::copied ? ", copied"
+                                                                           : ", by reference") +
                                 ", " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "");
       expect_no_allocation(name, a, 0, from, to);
       (void)warm;

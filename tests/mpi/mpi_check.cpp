@@ -1,6 +1,7 @@
 // MPI checks of sparsepush/transport/mpi.hpp, run under mpirun by ctest. Usage:
 //   mpi_check bits ALGORITHM NODES   the nodes of this run spread over the ranks give, bit for bit,
 //                                    the models and byte counts of the same run in one process
+//                                    and every node's bytes, messages and lost envelopes
 //                                    (ALGORITHM: sp-int8, scsp, sgp, choco, or sp-lossy: SP with
 //                                    30% injected loss and acknowledged recovery; both runs lose
 //                                    the same envelopes)
@@ -11,6 +12,7 @@
 //                                    settings); the other ranks must fail with a clear error
 // Prints "mpi_check: ... ok" and exits 0, or names what differed and exits 1. In the fault runs
 // a rank that catches the expected error prints it and aborts the job (exit code != 0).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -94,6 +96,17 @@ int bits(const std::string& alg, std::size_t n) {
   MPI_Gatherv(flat.data(), mine, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
   unsigned long long total = 0;
   MPI_Reduce(&bytes, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  // every node's ledger (bytes, messages, lost envelopes), on rank 0 in node order
+  std::vector<unsigned long long> mine_ledger;
+  for (std::uint32_t i = net.first_node(); i < net.first_node() + net.local_nodes(); ++i)
+    mine_ledger.insert(mine_ledger.end(), {net.bytes_sent(i), net.messages_sent(i), net.messages_dropped(i)});
+  const int mine3 = static_cast<int>(mine_ledger.size());
+  std::vector<int> counts3(counts.size()), displs3(counts.size());
+  MPI_Gather(&mine3, 1, MPI_INT, counts3.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  for (std::size_t r = 1; r < counts3.size(); ++r) displs3[r] = displs3[r - 1] + counts3[r - 1];
+  std::vector<unsigned long long> ledgers(3 * n);
+  MPI_Gatherv(mine_ledger.data(), mine3, MPI_UNSIGNED_LONG_LONG, ledgers.data(), counts3.data(), displs3.data(),
+              MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
   int rc = 0;
   if (net.rank() == 0) {
     sp::loopback_network loop(n, {.drop_probability = drop_of(alg), .seed = 11});
@@ -109,8 +122,18 @@ int bits(const std::string& alg, std::size_t n) {
       std::printf("mpi_check: %s: %llu bytes sent on MPI, %zu in process\n", alg.c_str(), total, ref_bytes);
       rc = 1;
     }
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const unsigned long long want[3] = {loop.bytes_sent(i), loop.messages_sent(i), loop.messages_dropped(i)};
+      if (!std::equal(want, want + 3, ledgers.begin() + 3 * i)) {
+        std::printf("mpi_check: %s: node %u's ledger (bytes, messages, lost) is %llu, %llu, %llu on MPI, "
+                    "%llu, %llu, %llu in process\n", alg.c_str(), i, ledgers[3 * i], ledgers[3 * i + 1],
+                    ledgers[3 * i + 2], want[0], want[1], want[2]);
+        rc = 1;
+      }
+    }
     if (rc == 0)
-      std::printf("mpi_check: %s, %zu nodes on %d ranks: models and %llu bytes bit-identical to one process: ok\n",
+      std::printf("mpi_check: %s, %zu nodes on %d ranks: models, %llu bytes and every node's ledger "
+                  "bit-identical to one process: ok\n",
                   alg.c_str(), n, net.ranks(), total);
   }
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -6,16 +6,16 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "../checkpoint.hpp"
-#include "../detail/philox.hpp"
 #include "../message.hpp"
 #include "../topology/graph.hpp"
+#include "accounting.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -71,32 +71,10 @@ concept endpoint = requires(E& ep, std::uint32_t round, std::span<const out_edge
   ep.collect(round, in, box);
 };
 
-/// Injected message loss: the envelope of round t from node j to node i != j is lost with
-/// probability p, decided by one Philox draw keyed by (seed, round t, counter j * n + i). Every
-/// party evaluates the same rule, so a sender knows which of its envelopes were lost (as an
-/// acknowledgement would tell it) and a receiver does not wait for them; the loopback and MPI
-/// networks lose the same envelopes.
-struct loss_model {
-  double probability = 0.0;  ///< in [0, 1)
-  std::uint64_t seed = 0;
-  std::size_t nodes = 0;     ///< n of the run
-
-  bool active() const noexcept { return probability > 0.0; }
-  /// Is round t's envelope from `from` to `to` lost? (Never for from == to.)
-  bool lost(std::uint32_t round, std::uint32_t from, std::uint32_t to) const noexcept {
-    if (probability <= 0.0 || from == to) return false;
-    const detail::counter_rng rng(seed, 0, round, detail::rng_stream::message_loss);
-    return detail::unit_interval(rng.block(static_cast<std::uint32_t>(from * nodes + to))[0]) < probability;
-  }
-  /// Throw config_error unless probability is in [0, 1).
-  void validate() const {
-    if (!(probability >= 0.0 && probability < 1.0))
-      throw config_error("drop probability must be in [0, 1), got " + std::to_string(probability));
-  }
-};
-
 /// Node `node`'s endpoint on a network that serves many nodes (a handle; the network must outlive
-/// it): post and collect forward to Net::post(node, ...) and Net::collect(node, ...).
+/// it, and hands it out through Net::endpoint(node), which checks the node once): post and collect
+/// forward to Net::post(node, ...) and Net::collect(node, ...), which a network may keep private
+/// to its endpoints (friend network_endpoint<Net>).
 template <class Net>
 class network_endpoint {
  public:
@@ -108,83 +86,14 @@ class network_endpoint {
   void collect(std::uint32_t round, std::span<const in_edge> in, inbox& box) { net_->collect(node_, round, in, box); }
   /// Was this node's envelope of `round` to `to` lost? (Networks that inject loss.)
   bool lost(std::uint32_t round, std::uint32_t to) const
-    requires requires(const Net& n) { n.lost(std::uint32_t{}, std::uint32_t{}, std::uint32_t{}); }
+    requires requires(const Net& n, const route& r) { n.lost(r); }
   {
-    return net_->lost(node_, round, to);
+    return net_->lost(route{.round = round, .from = node_, .to = to});
   }
 
  private:
   Net* net_;
   std::uint32_t node_;
-};
-
-/// Bytes and messages each of a network's nodes has sent (envelope headers included); node i is
-/// counted at i - first. A node's counters are written only by the thread that posts for it.
-class byte_ledger {
- public:
-  byte_ledger(std::size_t nodes, std::size_t first = 0)
-      : first_(first), sent_(nodes, 0), messages_(nodes, 0), dropped_(nodes, 0) {}
-  void add(std::size_t node, std::size_t bytes) noexcept {
-    sent_[node - first_] += bytes;
-    ++messages_[node - first_];
-  }
-  /// One of node's sent envelopes was lost on the way (it still counts as sent).
-  void drop(std::size_t node) noexcept { ++dropped_[node - first_]; }
-  std::size_t messages_dropped(std::size_t node) const { return dropped_.at(node - first_); }
-  std::size_t total_dropped() const noexcept {
-    std::size_t s = 0;
-    for (auto m : dropped_) s += m;
-    return s;
-  }
-
-  /// Checkpoint section "LDGR": first node, node count, then bytes, messages and drops per node.
-  void save(checkpoint_writer& w) const {
-    w.section("LDGR");
-    w.u64(first_);
-    w.u64(sent_.size());
-    w.values(as_u64(sent_));
-    w.values(as_u64(messages_));
-    w.values(as_u64(dropped_));
-  }
-  /// Read a saved ledger of the same nodes (checked) without changing this one; assign it to
-  /// restore.
-  byte_ledger read(checkpoint_reader& r) const {
-    r.section("LDGR");
-    const auto first = r.u64("ledger first node");
-    const auto count = r.u64("ledger node count");
-    if (first != first_ || count != sent_.size())
-      r.fail("holds the byte ledger of nodes [" + std::to_string(first) + ", " + std::to_string(first + count) +
-             "), this network's are [" + std::to_string(first_) + ", " + std::to_string(first_ + sent_.size()) + ")");
-    byte_ledger out(sent_.size(), first_);
-    auto load = [&](std::vector<std::size_t>& v, const char* what) {
-      std::vector<std::uint64_t> tmp(v.size());
-      r.values(std::span<std::uint64_t>(tmp), what);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::size_t>(tmp[i]);
-    };
-    load(out.sent_, "bytes sent");
-    load(out.messages_, "messages sent");
-    load(out.dropped_, "messages dropped");
-    return out;
-  }
-  std::size_t bytes_sent(std::size_t node) const { return sent_.at(node - first_); }
-  std::size_t messages_sent(std::size_t node) const { return messages_.at(node - first_); }
-  std::size_t total_bytes() const noexcept {
-    std::size_t s = 0;
-    for (auto b : sent_) s += b;
-    return s;
-  }
-  std::size_t total_messages() const noexcept {
-    std::size_t s = 0;
-    for (auto m : messages_) s += m;
-    return s;
-  }
-
- private:
-  static std::vector<std::uint64_t> as_u64(const std::vector<std::size_t>& v) {
-    return std::vector<std::uint64_t>(v.begin(), v.end());
-  }
-  std::size_t first_;
-  std::vector<std::size_t> sent_, messages_, dropped_;
 };
 
 namespace detail {

@@ -1,13 +1,7 @@
 // sparsepush/transport/loopback.hpp: the in-process network, n node endpoints in one process.
-// post() files node j's envelope for round t in each out-neighbour's mailbox; collect() waits
-// until every in-neighbour's envelope for round t is there and hands them over in ascending
-// sender order. The network keeps a byte ledger of the real frame sizes (envelope header +
-// message::wire_bytes()), can drop messages with a seeded probability keyed by (seed, round,
-// sender, receiver), and can record a delivery trace.
-// Two modes: by_reference passes a pointer to the sender's message (no copy; the sender must not
-// compress again before its receivers have mixed, as a lockstep group guarantees), and encoded
-// sends every envelope through encode_envelope / decode_envelope, as a real network would (safe
-// for nodes on free-running threads).
+// post() files node j's envelope (j, t, W[i][j], u_j, q_j) in each out-neighbour i's mailbox;
+// collect() waits until every in-neighbour's envelope of round t is there and hands them over in
+// ascending sender order. Ledger and loss as every network (accounting.hpp); see loopback_mode.
 #pragma once
 
 #include <algorithm>
@@ -19,9 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../detail/philox.hpp"
 #include "endpoint.hpp"
-#include "transport.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -36,10 +28,19 @@ struct delivery {
   bool dropped = false;
 };
 
-/// How the loopback hands a message to its receivers.
+/// How the loopback hands a message to its receivers. Every mode gives the same bits.
 enum class loopback_mode {
-  by_reference,  ///< a pointer to the sender's message
-  encoded,       ///< every envelope encoded to bytes and decoded at the receiver
+  /// The default: post() copies q_j for each receiver (buffers reused, no allocation in steady
+  /// state), so a sender may compress its next message while receivers still mix this one; safe
+  /// for nodes on free-running threads.
+  copied,
+  /// Every envelope is encoded to its frame and decoded (validated) at the receiver, as over a
+  /// real network; safe for free-running threads too.
+  encoded,
+  /// No copy: receivers get a pointer to the sender's own message, so a sender must not compress
+  /// again before every receiver has mixed. Only for drivers that run their nodes in lockstep
+  /// (every node posts, then every node collects and mixes); they ask for it with for_lockstep().
+  by_reference,
 };
 
 /// Settings of the loopback network.
@@ -47,60 +48,71 @@ struct loopback_options {
   double drop_probability = 0.0;  ///< each non-self message is lost with this probability
   std::uint64_t seed = 0;         ///< keys the loss decisions
   bool trace = false;             ///< record every delivery
-  loopback_mode mode = loopback_mode::by_reference;
+  loopback_mode mode = loopback_mode::copied;
   /// How long collect() waits for a missing envelope before it throws transport_error.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 };
+
+/// The settings a lockstep driver (one that runs every node's post before any node's collect and
+/// mix, as push_sum_group does) gives the loopback it owns: the default copied mode becomes
+/// by_reference, which saves the copies; an explicitly chosen encoded mode stays.
+inline loopback_options for_lockstep(loopback_options opt) noexcept {
+  if (opt.mode == loopback_mode::copied) opt.mode = loopback_mode::by_reference;
+  return opt;
+}
 
 class loopback_network;
 
 /// Node `node`'s endpoint on a loopback network (a handle; the network must outlive it).
 using loopback_endpoint = network_endpoint<loopback_network>;
 
-/// n node endpoints in one process; see the header comment.
-class loopback_network {
+/// n node endpoints in one process; see the header comment. The ledger, loss and checkpoint
+/// queries (bytes_sent, messages_dropped, lost, save, ...) are network_accounting's.
+class loopback_network : public network_accounting {
  public:
   explicit loopback_network(std::size_t n, loopback_options opt = {})
-      : opt_(opt), loss_{opt.drop_probability, opt.seed, n}, ledger_(n), boxes_(n), spare_(n) {
-    loss_.validate();
+      : network_accounting(n, opt.drop_probability, opt.seed), opt_(opt), boxes_(n), pools_(n) {
     if (opt.timeout.count() <= 0) throw config_error("loopback timeout must be positive");
   }
-  loopback_network(const loopback_network&) = delete;
-  loopback_network& operator=(const loopback_network&) = delete;
 
-  std::size_t num_nodes() const noexcept { return boxes_.size(); }
   /// Every node is local to a loopback: nodes [0, num_nodes()).
   std::uint32_t first_node() const noexcept { return 0; }
-  std::size_t local_nodes() const noexcept { return boxes_.size(); }
+  std::size_t local_nodes() const noexcept { return num_nodes(); }
   const loopback_options& options() const noexcept { return opt_; }
+  /// Node `node`'s endpoint (the one check of the node id).
   loopback_endpoint endpoint(std::uint32_t node) {
-    check_node(node, "endpoint");
+    if (node >= num_nodes())
+      throw config_error("loopback endpoint: node " + std::to_string(node) + " outside [0, " +
+                         std::to_string(num_nodes()) + ")");
     return loopback_endpoint(*this, node);
   }
 
+  /// Every delivery so far (with options().trace); read it while no node posts.
+  const std::vector<delivery>& trace() const noexcept { return trace_; }
+  void clear_trace() { trace_.clear(); }
+
+ private:
+  friend loopback_endpoint;
+
   /// Node `from` posts round `round`: one envelope per non-self out-edge.
-  void post(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out, double u,
-            const message& m) {
-    const std::size_t n = num_nodes();
-    check_node(from, "post");
-    for (const auto& e : out)
-      if (e.to >= n)
-        throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
-                             " outside [0, " + std::to_string(n) + ") in round " + std::to_string(round));
+  void post(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out, double u, const message& m) {
+    check_receivers(from, round, out);
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
     for (const auto& e : out) {
       if (e.to == from) continue;
-      const bool dropped = loss_.lost(round, from, e.to);
-      pending p{round, from, e.share, u, dropped, &m, {}};
+      const bool dropped = count_envelope({.round = round, .from = from, .to = e.to}, bytes);
+      pending p{round, from, e.share, u, dropped, &m, {}, {}};
       if (!dropped && opt_.mode == loopback_mode::encoded) {
         p.frame = spare_frame(from);
         p.frame.clear();
         // a reused frame of a message with as many values never grows
         p.frame.reserve(std::max(bytes, frame_bound(m)));
         encode_envelope({from, round, e.share, u}, m, p.frame);
+      } else if (!dropped && opt_.mode == loopback_mode::copied) {
+        p.copy = spare_message(from);
+        p.copy = m;  // into the reused buffers: no allocation once they have grown
+        p.msg = nullptr;
       }
-      ledger_.add(from, bytes);
-      if (dropped) ledger_.drop(from);
       if (opt_.trace) {
         std::lock_guard lock(trace_mu_);
         trace_.push_back({round, from, e.to, e.share, bytes, dropped});
@@ -116,7 +128,6 @@ class loopback_network {
 
   /// Node `to` collects round `round` from the senders of `in` (its self entry is skipped).
   void collect(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in, inbox& box) {
-    check_node(to, "collect");
     auto& mb = boxes_[to];
     std::size_t expected = 0;
     for (const auto& e : in) expected += e.from != to;
@@ -165,7 +176,7 @@ class loopback_network {
     box.envelopes.clear();
     std::size_t live = 0;
     for (const auto& p : got) live += !p.dropped;
-    if (opt_.mode == loopback_mode::encoded && box.decoded.size() < live) box.decoded.resize(live);
+    if (opt_.mode != loopback_mode::by_reference && box.decoded.size() < live) box.decoded.resize(live);
     std::size_t k = 0;
     for (auto& p : got) {
       if (p.dropped) continue;
@@ -178,69 +189,27 @@ class loopback_network {
                                 std::to_string(h.round) + " from node " + std::to_string(p.from));
         box.envelopes.push_back({h.from, h.share, h.u, &m});
         return_frame(p.from, std::move(p.frame));
+      } else if (opt_.mode == loopback_mode::copied) {
+        // the receiver keeps the copy; the buffers it held go back to the sender's pool
+        message& m = box.decoded[k++];
+        std::swap(m, p.copy);
+        box.envelopes.push_back({p.from, p.share, p.u, &m});
+        return_message(p.from, std::move(p.copy));
       } else {
         box.envelopes.push_back({p.from, p.share, p.u, p.msg});
       }
     }
   }
 
-  /// Checkpoint the byte ledger of this network's nodes (bytes, messages, drops).
-  void save(checkpoint_writer& w) const { ledger_.save(w); }
-  /// Read a saved ledger (checked against this network's nodes) without changing anything.
-  byte_ledger read_ledger(checkpoint_reader& r) const { return ledger_.read(r); }
-  /// Restore a ledger read by read_ledger().
-  void restore_ledger(byte_ledger l) noexcept { ledger_ = std::move(l); }
-
-  /// Was round `round`'s envelope from `from` to `to` lost? (The sender's acknowledgement.)
-  bool lost(std::uint32_t from, std::uint32_t round, std::uint32_t to) const noexcept {
-    return loss_.lost(round, from, to);
-  }
-  const loss_model& loss() const noexcept { return loss_; }
-  /// Envelopes lost so far (all nodes; node i's own).
-  std::size_t messages_dropped() const noexcept { return ledger_.total_dropped(); }
-  std::size_t messages_dropped(std::size_t node) const { return ledger_.messages_dropped(node); }
-
-  /// Bytes node i has sent (envelopes included).
-  std::size_t bytes_sent(std::size_t node) const { return ledger_.bytes_sent(node); }
-  std::size_t messages_sent(std::size_t node) const { return ledger_.messages_sent(node); }
-  std::size_t total_bytes() const noexcept { return ledger_.total_bytes(); }
-  std::size_t total_messages() const noexcept { return ledger_.total_messages(); }
-  const std::vector<delivery>& trace() const noexcept { return trace_; }
-  void clear_trace() { trace_.clear(); }
-
-  /// Legacy whole-round delivery (the `transport` concept): post every outbox, then collect every
-  /// node's inbox. Inbox order is by ascending sender.
-  void deliver(std::uint32_t round, std::span<const outbox> out, std::vector<std::vector<envelope>>& in) {
-    const std::size_t n = num_nodes();
-    if (out.size() != n)
-      throw size_error("transport of " + std::to_string(n) + " nodes was handed " +
-                       std::to_string(out.size()) + " outboxes in round " + std::to_string(round));
-    for (std::uint32_t j = 0; j < n; ++j)
-      for (const auto& e : out[j].edges)
-        if (e.to >= n)
-          throw schedule_error("node " + std::to_string(j) + " pushes to node " + std::to_string(e.to) +
-                               " outside [0, " + std::to_string(n) + ") in round " + std::to_string(round));
-    std::vector<std::vector<in_edge>> rows(n);
-    for (std::uint32_t j = 0; j < n; ++j)
-      for (const auto& e : out[j].edges) rows[e.to].push_back({j, e.share});
-    for (std::uint32_t j = 0; j < n; ++j) post(j, round, out[j].edges, out[j].u, *out[j].msg);
-    legacy_.resize(n);
-    in.resize(n);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      collect(i, round, rows[i], legacy_[i]);
-      in[i] = legacy_[i].envelopes;
-    }
-  }
-
- private:
   struct pending {
     std::uint32_t round = 0;
     std::uint32_t from = 0;
     double share = 0.0;
     double u = 1.0;
     bool dropped = false;
-    const message* msg = nullptr;
+    const message* msg = nullptr;  ///< the sender's message (by_reference mode)
     std::vector<std::byte> frame;  ///< the encoded envelope (encoded mode)
+    message copy;                  ///< the copy of the sender's message (copied mode)
   };
   struct mailbox {
     std::mutex mu;
@@ -248,35 +217,43 @@ class loopback_network {
     std::vector<pending> items;
     std::vector<pending> got;  ///< collect()'s scratch, used by the receiver only
   };
-  /// A frame buffer of an earlier envelope of `from` (empty if none is free): frames circulate
-  /// from sender to receiver and back, so that steady-state rounds allocate none.
+  /// Buffers that circulate from a sender to its receivers and back, so that steady-state rounds
+  /// allocate none: frames (encoded mode) and message copies (copied mode).
+  struct pool {
+    std::vector<std::vector<std::byte>> frames;
+    std::vector<message> messages;
+  };
   std::vector<std::byte> spare_frame(std::uint32_t from) {
-    std::lock_guard lock(frames_mu_);
-    auto& pool = spare_[from];
-    if (pool.empty()) return {};
-    std::vector<std::byte> f = std::move(pool.back());
-    pool.pop_back();
+    std::lock_guard lock(pools_mu_);
+    auto& free = pools_[from].frames;
+    if (free.empty()) return {};
+    std::vector<std::byte> f = std::move(free.back());
+    free.pop_back();
     return f;
   }
   void return_frame(std::uint32_t from, std::vector<std::byte>&& f) {
-    std::lock_guard lock(frames_mu_);
-    spare_[from].push_back(std::move(f));
+    std::lock_guard lock(pools_mu_);
+    pools_[from].frames.push_back(std::move(f));
   }
-  void check_node(std::uint32_t node, const char* what) const {
-    if (node >= num_nodes())
-      throw config_error(std::string("loopback ") + what + ": node " + std::to_string(node) +
-                         " outside [0, " + std::to_string(num_nodes()) + ")");
+  message spare_message(std::uint32_t from) {
+    std::lock_guard lock(pools_mu_);
+    auto& free = pools_[from].messages;
+    if (free.empty()) return {};
+    message m = std::move(free.back());
+    free.pop_back();
+    return m;
+  }
+  void return_message(std::uint32_t from, message&& m) {
+    std::lock_guard lock(pools_mu_);
+    pools_[from].messages.push_back(std::move(m));
   }
 
   loopback_options opt_;
-  loss_model loss_;
-  byte_ledger ledger_;
   std::vector<mailbox> boxes_;
-  std::mutex frames_mu_;
-  std::vector<std::vector<std::vector<std::byte>>> spare_;  ///< free frames, by sender
+  std::mutex pools_mu_;
+  std::vector<pool> pools_;  ///< by sender
   std::mutex trace_mu_;
   std::vector<delivery> trace_;
-  std::vector<inbox> legacy_;  // deliver()'s decoded storage
 };
 
 static_assert(endpoint<loopback_endpoint>);

@@ -40,7 +40,7 @@ class mpi_error : public transport_error {
 struct mpi_options {
   /// How long collect() (and agree(), finish()) wait before they throw transport_error.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
-  /// Injected loss (endpoint.hpp, loss_model): each non-self envelope is lost with this
+  /// Injected loss (accounting.hpp, loss_model): each non-self envelope is lost with this
   /// probability, keyed by (seed, round, sender, receiver) exactly as on the loopback, so an MPI
   /// run loses the same envelopes as the same run in one process. A lost envelope counts as
   /// sent but never leaves the sender; its receiver does not wait for it.
@@ -71,15 +71,15 @@ class mpi_network;
 /// Node `node`'s endpoint on an MPI network (a handle; the network must outlive it).
 using mpi_endpoint = network_endpoint<mpi_network>;
 
-/// n nodes on the ranks of a communicator; see the header comment.
-class mpi_network {
+/// n nodes on the ranks of a communicator; see the header comment. The ledger (of this rank's
+/// nodes), loss and checkpoint queries (bytes_sent, messages_dropped, lost, save, ...) are
+/// network_accounting's.
+class mpi_network : public network_accounting {
  public:
   /// The nodes of a run of n nodes over `comm` (duplicated; MPI must be initialized).
-  mpi_network(MPI_Comm comm, std::size_t n, mpi_options opt = {}) : opt_(opt) {
-    if (n == 0) throw config_error("an MPI network needs at least one node");
+  mpi_network(MPI_Comm comm, std::size_t n, mpi_options opt = {})
+      : network_accounting(n, opt.drop_probability, opt.seed), opt_(opt) {
     if (opt.timeout.count() <= 0) throw config_error("MPI timeout must be positive");
-    loss_ = loss_model{opt.drop_probability, opt.seed, n};
-    loss_.validate();
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) throw config_error("MPI is not initialized: call MPI_Init_thread before building an mpi_network");
@@ -87,7 +87,6 @@ class mpi_network {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    n_ = n;
     const std::size_t r = static_cast<std::size_t>(size_);
     base_ = n / r;
     extra_ = n % r;
@@ -103,7 +102,7 @@ class mpi_network {
     if (rounds_mod_ < 4)
       throw config_error("MPI tag range " + std::to_string(tag_ub) + " is too small for blocks of " +
                          std::to_string(block_max_) + " nodes per rank; use more ranks");
-    ledger_ = byte_ledger(local_, first_);
+    host(first_, local_);
     local_box_.resize(local_);
   }
   ~mpi_network() {
@@ -117,8 +116,6 @@ class mpi_network {
   mpi_network(const mpi_network&) = delete;
   mpi_network& operator=(const mpi_network&) = delete;
 
-  /// Nodes of the whole run.
-  std::size_t num_nodes() const noexcept { return n_; }
   /// The block of nodes on this rank: [first_node(), first_node() + local_nodes()).
   std::uint32_t first_node() const noexcept { return static_cast<std::uint32_t>(first_); }
   std::size_t local_nodes() const noexcept { return local_; }
@@ -157,6 +154,29 @@ class mpi_network {
                          "must be the same on every rank); this is rank " + std::to_string(rank_));
   }
 
+  /// Wait (up to the timeout) until every frame this rank sent has left; call before
+  /// MPI_Finalize. A frame still pending then is a transport_error naming its round and receiver.
+  void finish() {
+    const auto t0 = clock::now();
+    for (;;) {
+      progress_sends();
+      if (sends_.empty()) return;
+      if (seconds_since(t0) * 1000.0 > static_cast<double>(opt_.timeout.count())) {
+        const auto& s = sends_.front();
+        throw transport_error("rank " + std::to_string(rank_) + ": the envelope of round " + std::to_string(s.round) +
+                              " to node " + std::to_string(s.to) + " (rank " + std::to_string(owner(s.to)) +
+                              ") was not taken within " + std::to_string(opt_.timeout.count()) + " ms");
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  const mpi_timing& timing() const noexcept { return timing_; }
+  void reset_timing() noexcept { timing_ = {}; }
+
+ private:
+  friend mpi_endpoint;
+
   /// Node `from` (local) posts round `round`: one frame per non-self out-edge.
   void post(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out, double u, const message& m) {
     const auto t0 = clock::now();
@@ -164,17 +184,10 @@ class mpi_network {
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
     const send* first_frame = nullptr;  // encode(m) once; further receivers copy the frame
     reserve_sends(out.size(), frame_bound(m));  // no reallocation while first_frame points in
-    for (const auto& e : out)  // all edges first: a bad one sends and counts nothing
-      if (e.to >= n_)
-        throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
-                             " outside [0, " + std::to_string(n_) + ") in round " + std::to_string(round));
+    check_receivers(from, round, out);  // all edges first: a bad one sends and counts nothing
     for (const auto& e : out) {
       if (e.to == from) continue;
-      ledger_.add(from, bytes);
-      if (loss_.lost(round, from, e.to)) {
-        ledger_.drop(from);
-        continue;
-      }
+      if (count_envelope({.round = round, .from = from, .to = e.to}, bytes)) continue;  // lost
       if (is_local(e.to)) {
         local_box_[e.to - first_].push_back({round, from, e.share, u, &m});
         continue;
@@ -215,7 +228,7 @@ class mpi_network {
     locals.clear();
     auto& lbox = local_box_[to - first_];
     for (const auto& e : in) {
-      if (e.from == to || loss_.lost(round, e.from, to)) continue;  // a lost envelope is not waited for
+      if (e.from == to || lost({.round = round, .from = e.from, .to = to})) continue;  // a lost envelope is not waited for
       if (is_local(e.from)) {
         const auto it = std::find_if(lbox.begin(), lbox.end(),
                                      [&](const local_item& li) { return li.round == round && li.from == e.from; });
@@ -300,47 +313,6 @@ class mpi_network {
     timing_.wait += seconds_since(t_start) - busy;
   }
 
-  /// Wait (up to the timeout) until every frame this rank sent has left; call before
-  /// MPI_Finalize. A frame still pending then is a transport_error naming its round and receiver.
-  void finish() {
-    const auto t0 = clock::now();
-    for (;;) {
-      progress_sends();
-      if (sends_.empty()) return;
-      if (seconds_since(t0) * 1000.0 > static_cast<double>(opt_.timeout.count())) {
-        const auto& s = sends_.front();
-        throw transport_error("rank " + std::to_string(rank_) + ": the envelope of round " + std::to_string(s.round) +
-                              " to node " + std::to_string(s.to) + " (rank " + std::to_string(owner(s.to)) +
-                              ") was not taken within " + std::to_string(opt_.timeout.count()) + " ms");
-      }
-      std::this_thread::yield();
-    }
-  }
-
-  /// Bytes local node i (a schedule index) has sent, envelopes included.
-  std::size_t bytes_sent(std::size_t node) const { return ledger_.bytes_sent(node); }
-  std::size_t messages_sent(std::size_t node) const { return ledger_.messages_sent(node); }
-  /// Bytes and messages of this rank's nodes.
-  std::size_t total_bytes() const noexcept { return ledger_.total_bytes(); }
-  std::size_t total_messages() const noexcept { return ledger_.total_messages(); }
-  /// Checkpoint the byte ledger of this network's nodes (bytes, messages, drops).
-  void save(checkpoint_writer& w) const { ledger_.save(w); }
-  /// Read a saved ledger (checked against this network's nodes) without changing anything.
-  byte_ledger read_ledger(checkpoint_reader& r) const { return ledger_.read(r); }
-  /// Restore a ledger read by read_ledger().
-  void restore_ledger(byte_ledger l) noexcept { ledger_ = std::move(l); }
-
-  /// Was round `round`'s envelope from `from` to `to` lost? (The sender's acknowledgement.)
-  bool lost(std::uint32_t from, std::uint32_t round, std::uint32_t to) const noexcept {
-    return loss_.lost(round, from, to);
-  }
-  const loss_model& loss() const noexcept { return loss_; }
-  /// Envelopes of this rank's nodes that were lost.
-  std::size_t messages_dropped() const noexcept { return ledger_.total_dropped(); }
-  const mpi_timing& timing() const noexcept { return timing_; }
-  void reset_timing() noexcept { timing_ = {}; }
-
- private:
   using clock = std::chrono::steady_clock;
   struct send {
     std::vector<std::byte> frame;
@@ -436,10 +408,8 @@ class mpi_network {
   mpi_options opt_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  std::size_t n_ = 0, base_ = 0, extra_ = 0, block_max_ = 1, first_ = 0, local_ = 0;
+  std::size_t base_ = 0, extra_ = 0, block_max_ = 1, first_ = 0, local_ = 0;
   std::uint32_t rounds_mod_ = 1;
-  byte_ledger ledger_{0};
-  loss_model loss_;
   std::vector<std::vector<local_item>> local_box_;
   std::vector<send> sends_;  ///< in flight, oldest first (an MPI request keeps only its buffer's address)
   std::vector<std::vector<std::byte>> spare_;  ///< buffers of completed sends, reused by post()
