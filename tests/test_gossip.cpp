@@ -1,4 +1,4 @@
-// Tests of push-sum gossip (gossip/*.hpp) over the in-process transport: exact averaging on every
+// Tests of push-sum gossip (gossip/*.hpp) over the loopback network: exact averaging on every
 // schedule within a round budget derived from the schedule's own spectrum, mass conservation,
 // the role of u, the eta-relaxed weight update, thread-count independence, message loss, the
 // byte ledger, and the strong guarantee on bad input.
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <sparsepush/sparsepush.hpp>
 
 #include "test_util.hpp"
@@ -272,6 +273,58 @@ TEST_CASE("bad inputs to a group are errors and leave every node as it was", "[g
   REQUIRE(snapshot() == before);
   REQUIRE(net.total_bytes() == bytes);
   REQUIRE_NOTHROW(g.round(s, top_k{k_spec::count(10)}, net, 1));
+}
+
+namespace {
+/// A loopback whose endpoints record the order of posts and collects and the collecting thread.
+struct recording_network {
+  explicit recording_network(std::size_t n) : inner(n) {}
+  loopback_network inner;
+  std::vector<std::pair<char, std::uint32_t>> calls;  // ('p' or 'c', node)
+  std::vector<std::thread::id> collecting;
+  struct recording_endpoint {
+    recording_network* net;
+    loopback_endpoint ep;
+    std::uint32_t node() const noexcept { return ep.node(); }
+    void post(std::uint32_t t, std::span<const out_edge> out, double u, const message& m) {
+      net->calls.push_back({'p', ep.node()});
+      ep.post(t, out, u, m);
+    }
+    void collect(std::uint32_t t, std::span<const in_edge> in, inbox& box) {
+      net->calls.push_back({'c', ep.node()});
+      net->collecting.push_back(std::this_thread::get_id());
+      ep.collect(t, in, box);
+    }
+  };
+  std::size_t num_nodes() const noexcept { return inner.num_nodes(); }
+  recording_endpoint endpoint(std::uint32_t i) { return {this, inner.endpoint(i)}; }
+};
+}  // namespace
+
+TEST_CASE("a lockstep round posts at every node before any collects, and collects on the calling thread",
+          "[gossip]") {
+  const std::size_t n = 5;
+  const auto x0 = random_models(n, 60, 17);
+  const auto s = parse_schedule("time-varying-ring", n);
+  const auto comp = parse_compressor("top-k:0.2");
+  push_sum_group<vec> a(x0, {.eta = 0.4, .threads = 3, .seed = 4}), b(x0, {.eta = 0.4, .threads = 3, .seed = 4});
+  loopback_network plain(n);
+  recording_network rec(n);
+  for (std::uint32_t t = 0; t < 6; ++t) {
+    rec.calls.clear();
+    a.round(s, comp, plain, t);
+    b.round(s, comp, rec, t);
+    REQUIRE(rec.calls.size() == 2 * n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      REQUIRE(rec.calls[i] == std::pair<char, std::uint32_t>{'p', i});
+      REQUIRE(rec.calls[n + i] == std::pair<char, std::uint32_t>{'c', i});
+    }
+  }
+  for (const auto& id : rec.collecting) REQUIRE(id == std::this_thread::get_id());
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(std::memcmp(a.x(i).data(), b.x(i).data(), 60 * sizeof(double)) == 0);
+    REQUIRE(a.u(i) == b.u(i));
+  }
 }
 
 TEMPLATE_TEST_CASE("combine equals a dense reference for any mix of messages", "[gossip]", float, double) {
