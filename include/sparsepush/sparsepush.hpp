@@ -29,7 +29,6 @@
 #include "gossip/node.hpp"
 #include "gossip/group.hpp"
 #include "transport/endpoint.hpp"
-#include "transport/transport.hpp"
 #include "transport/loopback.hpp"
 #include "transport/accounting.hpp"
 #include "algorithm/metrics.hpp"
