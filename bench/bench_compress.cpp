@@ -85,15 +85,15 @@ void partial_sort_top_k(std::span<const float> v, std::size_t k, std::vector<key
   finish_indices(buf, k, out);
 }
 
-/// Time c.compress on the cached input of size d (range 0), with one workspace reused across
-/// iterations as a node reuses its own.
+/// Time compress_with(c, ...) on the cached input of size d (range 0), with one workspace reused
+/// across iterations as a node reuses its own.
 template <class C>
 void run_compressor(benchmark::State& state, const C& c) {
   const std::span<const float> v = input(arg_d(state));
   sp::message m;
   sp::compress_workspace<float> ws;
   for (auto _ : state) {
-    c.compress(v, m, bench_ctx, ws);
+    sp::compress_with<float>(c, v, m, bench_ctx, ws);
     benchmark::DoNotOptimize(m.payload.data());
   }
   set_bytes(state, v.size());
@@ -105,14 +105,14 @@ void run_compressor(benchmark::State& state, const C& c) {
 
 void BM_TopK(benchmark::State& state) { run_compressor(state, make_top_k(arg_k(state))); }
 
-/// The three-argument call, which allocates a fresh workspace every time: what a caller that
-/// keeps no workspace pays over BM_TopK.
+/// sp::compress, which allocates a fresh workspace every time: what a caller that keeps no
+/// workspace pays over BM_TopK.
 void BM_TopKFreshWorkspace(benchmark::State& state) {
   const std::span<const float> v = input(arg_d(state));
   const auto c = make_top_k(arg_k(state));
   sp::message m;
   for (auto _ : state) {
-    c.compress(v, m, bench_ctx);
+    sp::compress(c, v, m, bench_ctx);
     benchmark::DoNotOptimize(m.payload.data());
   }
   set_bytes(state, v.size());
@@ -126,7 +126,7 @@ void BM_TopKNthElement(benchmark::State& state) {
   std::vector<std::uint32_t> idx;
   // Untimed check that the baseline selects exactly what top_k selects.
   sp::message m;
-  make_top_k(k).compress(v, m, bench_ctx);
+  sp::compress(make_top_k(k), v, m, bench_ctx);
   nth_element_top_k(v, k, buf, idx);
   if (idx != m.indices) {
     state.SkipWithError("nth_element baseline disagrees with top_k");
@@ -225,7 +225,7 @@ void BM_Threshold(benchmark::State& state) {
 
 sp::message top_k_message(std::size_t d, std::size_t k) {
   sp::message m;
-  make_top_k(k).compress(std::span<const float>(input(d)), m, bench_ctx);
+  sp::compress(make_top_k(k), std::span<const float>(input(d)), m, bench_ctx);
   return m;
 }
 

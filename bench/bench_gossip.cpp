@@ -52,10 +52,10 @@ const sp::message& combine_message(std::size_t d, std::size_t k_permille, std::u
     const std::span<const float> v = gaussian(d, j);
     sp::message m;
     if (k_permille >= 1000)
-      sp::identity{}.compress(v, m, bench_ctx);
+      sp::compress(sp::identity{}, v, m, bench_ctx);
     else
-      sp::top_k{sp::k_spec::count(d * k_permille / 1000), sp::value_codec{}, sp::index_encoding::automatic}
-          .compress(v, m, bench_ctx);
+      sp::compress(sp::top_k{sp::k_spec::count(d * k_permille / 1000), sp::value_codec{}, sp::index_encoding::automatic},
+                   v, m, bench_ctx);
     it = cache.emplace(std::tuple{d, k_permille, j}, std::move(m)).first;
   }
   return it->second;

@@ -30,7 +30,7 @@ template <class X>
 std::vector<std::byte> fingerprint(const any_compressor& c, const X& x, X& e) {
   using T = tensor_value_t<X>;
   message q;
-  c.compress(as_const_span(x), q, {11, 2, 3});
+  compress(c, as_const_span(x), q, {11, 2, 3});
   auto out = encode(q);
   for (std::uint32_t r = 0; r < 2; ++r) {
     compress_with_feedback(c, x, e, q, {11, 2, r});

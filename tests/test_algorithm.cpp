@@ -80,7 +80,7 @@ struct reference_sp {
         v[l] = y[j][l] + e[j][l];
       }
       message msg;
-      comp.compress(std::span<const double>(v), msg, {seed, static_cast<std::uint32_t>(j), t});
+      compress(comp, std::span<const double>(v), msg, {seed, static_cast<std::uint32_t>(j), t});
       q[j] = test::dense<double>(msg);
       for (std::size_t l = 0; l < d; ++l) e[j][l] = v[l] - q[j][l];
     }

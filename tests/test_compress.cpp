@@ -17,7 +17,7 @@ namespace {
 template <class T>
 std::vector<std::uint32_t> top_k_of(const std::vector<T>& v, std::size_t k) {
   message m;
-  top_k{k_spec::count(k)}.compress(std::span<const T>(v), m, {1, 2, 3});
+  compress(top_k{k_spec::count(k)}, std::span<const T>(v), m, {1, 2, 3});
   REQUIRE(m.count == k);
   REQUIRE(m.dim == v.size());
   // values carried are exactly v at the indices (native encoding)
@@ -65,7 +65,7 @@ TEST_CASE("top-K is a delta-contraction with delta = k/d", "[compress]") {
     const auto v = test::gaussian<double>(d, seed, 0.1 + seed);
     for (double f : {0.001, 0.01, 0.1, 0.5}) {
       message m;
-      top_k{k_spec::fraction(f)}.compress(std::span<const double>(v), m, {});
+      compress(top_k{k_spec::fraction(f)}, std::span<const double>(v), m, {});
       const auto q = test::dense<double>(m);
       std::vector<double> diff(d);
       for (std::size_t i = 0; i < d; ++i) diff[i] = q[i] - v[i];
@@ -92,13 +92,13 @@ TEST_CASE("bad k and bad inputs are clear errors", "[compress]") {
   REQUIRE_THROWS_WITH(k_spec::fraction(0.0), Catch::Contains("(0, 1]"));
   REQUIRE_THROWS_WITH(k_spec::fraction(1.5), Catch::Contains("1.5"));
   REQUIRE_THROWS_AS(k_spec::fraction(std::nan("")), config_error);
-  REQUIRE_THROWS_WITH(top_k{k_spec::count(11)}.compress(std::span<const float>(v), m, ctx),
+  REQUIRE_THROWS_WITH(compress(top_k{k_spec::count(11)}, std::span<const float>(v), m, ctx),
                       Catch::Contains("k = 11") && Catch::Contains("d = 10") &&
                           Catch::Contains("node 4, round 9"));
-  REQUIRE_THROWS_AS(random_k{k_spec::count(11)}.compress(std::span<const float>(v), m, ctx),
+  REQUIRE_THROWS_AS(compress(random_k{k_spec::count(11)}, std::span<const float>(v), m, ctx),
                     config_error);
-  REQUIRE_THROWS_AS(top_k{}.compress(std::span<const float>(), m, ctx), size_error);
-  REQUIRE_THROWS_AS(qsgd{0}.compress(std::span<const float>(v), m, ctx), config_error);
+  REQUIRE_THROWS_AS(compress(top_k{}, std::span<const float>(), m, ctx), size_error);
+  REQUIRE_THROWS_AS(compress(qsgd{0}, std::span<const float>(v), m, ctx), config_error);
   REQUIRE(m.dim == 0);  // nothing was written by the failed calls
   REQUIRE(m.indices.empty());
 }
@@ -118,7 +118,7 @@ TEMPLATE_TEST_CASE("NaN and Inf are errors naming the index, for every compresso
       for (const auto& c : all) {
         message m;
         try {
-          c.compress(std::span<const T>(v), m, {0, 2, 5});
+          compress(c, std::span<const T>(v), m, {0, 2, 5});
           FAIL("no exception");
         } catch (const non_finite_error& e) {
           REQUIRE(e.index() == at);
@@ -136,10 +136,10 @@ TEST_CASE("random-K picks k distinct coordinates, reproducibly per (seed, node, 
   const auto v = test::gaussian<float>(10000, 1);
   const random_k c{k_spec::count(100)};
   message a, b, other_node, other_round;
-  c.compress(std::span<const float>(v), a, {42, 1, 7});
-  c.compress(std::span<const float>(v), b, {42, 1, 7});
-  c.compress(std::span<const float>(v), other_node, {42, 2, 7});
-  c.compress(std::span<const float>(v), other_round, {42, 1, 8});
+  compress(c, std::span<const float>(v), a, {42, 1, 7});
+  compress(c, std::span<const float>(v), b, {42, 1, 7});
+  compress(c, std::span<const float>(v), other_node, {42, 2, 7});
+  compress(c, std::span<const float>(v), other_round, {42, 1, 8});
   REQUIRE(a.count == 100);
   REQUIRE(std::adjacent_find(a.indices.begin(), a.indices.end(), std::greater_equal<>()) ==
           a.indices.end());  // strictly ascending, hence distinct
@@ -148,7 +148,7 @@ TEST_CASE("random-K picks k distinct coordinates, reproducibly per (seed, node, 
   REQUIRE(a.indices != other_round.indices);
   // the same call from another thread gives the same bits (no hidden thread state)
   message from_thread;
-  std::thread([&] { c.compress(std::span<const float>(v), from_thread, {42, 1, 7}); }).join();
+  std::thread([&] { compress(c, std::span<const float>(v), from_thread, {42, 1, 7}); }).join();
   REQUIRE(encode(from_thread) == encode(a));
 }
 
@@ -160,10 +160,10 @@ TEST_CASE("random-K: each coordinate is chosen with probability k/d, the unbiase
   std::vector<double> mean_unbiased(d, 0.0), mean_biased(d, 0.0);
   for (std::uint32_t r = 0; r < rounds; ++r) {
     message m;
-    random_k{k_spec::count(k), true}.compress(std::span<const double>(v), m, {5, 0, r});
+    compress(random_k{k_spec::count(k), true}, std::span<const double>(v), m, {5, 0, r});
     const auto q = test::dense<double>(m);
     for (std::size_t i = 0; i < d; ++i) mean_unbiased[i] += q[i] / rounds;
-    random_k{k_spec::count(k), false}.compress(std::span<const double>(v), m, {5, 0, r});
+    compress(random_k{k_spec::count(k), false}, std::span<const double>(v), m, {5, 0, r});
     const auto qb = test::dense<double>(m);
     for (std::size_t i = 0; i < d; ++i) mean_biased[i] += qb[i] / rounds;
   }
@@ -184,7 +184,7 @@ TEMPLATE_TEST_CASE("QSGD is unbiased and uses levels in [0, s]", "[compress]", f
     std::vector<double> mean(d, 0.0);
     for (std::uint32_t r = 0; r < rounds; ++r) {
       message m;
-      qsgd{s}.compress(std::span<const T>(v), m, {9, 3, r});
+      compress(qsgd{s}, std::span<const T>(v), m, {9, 3, r});
       REQUIRE(m.value_enc == value_encoding::qsgd);
       REQUIRE(m.wire_bytes() == message_header_bytes + (d * (1 + std::bit_width(unsigned(s))) + 7) / 8);
       for (std::size_t j = 0; j < d; ++j) {
@@ -205,7 +205,7 @@ TEMPLATE_TEST_CASE("QSGD is unbiased and uses levels in [0, s]", "[compress]", f
 TEST_CASE("scaled sign: q = (||v||_1 / d) sign(v), one bit a value", "[compress]") {
   const auto v = test::gaussian<double>(1001, 4);
   message m;
-  scaled_sign{}.compress(std::span<const double>(v), m, {});
+  compress(scaled_sign{}, std::span<const double>(v), m, {});
   double l1 = 0;
   for (double x : v) l1 += std::abs(x);
   const double scale = static_cast<double>(static_cast<float>(l1 / 1001));
@@ -222,7 +222,7 @@ TEST_CASE("threshold: every kept magnitude >= every dropped one, count near k", 
     for (unsigned seed = 0; seed < 4; ++seed) {
       const auto v = test::gaussian<float>(d, seed);
       message m;
-      threshold_k{k_spec::fraction(f)}.compress(std::span<const float>(v), m, {seed, 0, 0});
+      compress(threshold_k{k_spec::fraction(f)}, std::span<const float>(v), m, {seed, 0, 0});
       const auto k = f * static_cast<double>(d);
       INFO("d " << d << " f " << f << " count " << m.count);
       REQUIRE(m.count >= 0.5 * k);
@@ -246,7 +246,7 @@ TEST_CASE("threshold: every kept magnitude >= every dropped one, count near k", 
   v[123457] = std::numeric_limits<float>::quiet_NaN();
   message m;
   try {
-    threshold_k{k_spec::fraction(0.1)}.compress(std::span<const float>(v), m, {});
+    compress(threshold_k{k_spec::fraction(0.1)}, std::span<const float>(v), m, {});
     FAIL("no exception");
   } catch (const non_finite_error& e) {
     REQUIRE(e.index() == 123457);
@@ -256,7 +256,7 @@ TEST_CASE("threshold: every kept magnitude >= every dropped one, count near k", 
 TEST_CASE("threshold on a vector with few large values falls back to exact top-k", "[compress]") {
   std::vector<float> v(100000, 1.0f);  // all equal: the estimate keeps everything, then top-k
   message m;
-  threshold_k{k_spec::count(100)}.compress(std::span<const float>(v), m, {});
+  compress(threshold_k{k_spec::count(100)}, std::span<const float>(v), m, {});
   REQUIRE(m.count == 100);
   REQUIRE(m.indices == test::reference_top_k(v, 100));
 }
@@ -303,7 +303,7 @@ TEST_CASE("fp16 and bf16 encodings round to nearest even against a reference", "
 TEST_CASE("int8 values: q = s * code with s = max|v| / 127, error below s / 2", "[compress]") {
   const auto v = test::gaussian<float>(5000, 6);
   message m;
-  top_k{k_spec::count(500), value_codec{value_encoding::i8, 0}}.compress(std::span<const float>(v), m, {});
+  compress(top_k{k_spec::count(500), value_codec{value_encoding::i8, 0}}, std::span<const float>(v), m, {});
   REQUIRE(m.wire_bytes() == message_header_bytes + m.index_bytes() + 500);
   float amax = 0;
   for (auto i : m.indices) amax = std::max(amax, std::abs(v[i]));
@@ -320,7 +320,7 @@ TEST_CASE("finite float inputs of extreme magnitude give finite q", "[compress]"
   constexpr float tiny = std::numeric_limits<float>::denorm_min();
   auto check = [](const auto& c, const std::vector<float>& v) {
     message m;
-    c.compress(std::span<const float>(v), m, {5, 1, 2});
+    compress(c, std::span<const float>(v), m, {5, 1, 2});
     const auto q = test::dense<float>(m);
     for (std::size_t i = 0; i < v.size(); ++i) {
       INFO("i = " << i << ", v = " << v[i] << ", q = " << q[i]);
@@ -348,13 +348,13 @@ TEST_CASE("compressor spec strings", "[compress]") {
   const auto v = test::gaussian<float>(10000, 2);
   auto check = [&](const char* spec, std::uint32_t count, value_encoding ve) {
     message m;
-    parse_compressor(spec).compress(std::span<const float>(v), m, {});
+    compress(parse_compressor(spec), std::span<const float>(v), m, {});
     INFO(spec);
     REQUIRE(m.count == count);
     REQUIRE(m.value_enc == ve);
   };
   check("identity", 10000, value_encoding::f32);
-  check("none+fp16", 10000, value_encoding::f16);
+  check("identity+fp16", 10000, value_encoding::f16);
   check("top-k:0.01", 100, value_encoding::f32);
   check("top-k:0.001+int8", 10, value_encoding::i8);
   check("top-k:250+bf16+u32", 250, value_encoding::bf16);
@@ -364,12 +364,13 @@ TEST_CASE("compressor spec strings", "[compress]") {
   check("sign", 10000, value_encoding::sign);
   check("top-k:0.01+sign", 100, value_encoding::sign);
   message m;
-  parse_compressor("top-k:0.01+u32").compress(std::span<const float>(v), m, {});
+  compress(parse_compressor("top-k:0.01+u32"), std::span<const float>(v), m, {});
   REQUIRE(m.index_enc == index_encoding::raw_u32);
-  parse_compressor("top-k:0.01+varint").compress(std::span<const float>(v), m, {});
+  compress(parse_compressor("top-k:0.01+varint"), std::span<const float>(v), m, {});
   REQUIRE(m.index_enc == index_encoding::delta_varint);
 
   REQUIRE_THROWS_WITH(parse_compressor("topk:0.01"), Catch::Contains("unknown compressor 'topk'"));
+  REQUIRE_THROWS_WITH(parse_compressor("none"), Catch::Contains("unknown compressor 'none'"));  // identity's old alias
   REQUIRE_THROWS_WITH(parse_compressor("top-k"), Catch::Contains("missing k"));
   REQUIRE_THROWS_WITH(parse_compressor("top-k:1.5"), Catch::Contains("outside (0, 1]"));
   REQUIRE_THROWS_WITH(parse_compressor("top-k:abc"), Catch::Contains("not a finite number"));
@@ -395,7 +396,7 @@ TEST_CASE("per-layer top-K keeps the fraction of every segment", "[compress]") {
   for (std::size_t i = 2000; i < 3000; ++i) v[i] *= 100;  // the last layer dominates global top-K
   const top_k c{k_spec::fraction(0.01), {value_encoding::i8, 0}, index_encoding::automatic, {0, 500, 2000}};
   message m;
-  c.compress(std::span<const double>(v), m, {});
+  compress(c, std::span<const double>(v), m, {});
   // independent: top 1% of each segment, by the sort-based reference
   std::vector<std::uint32_t> want;
   for (auto [b, e] : {std::pair<std::size_t, std::size_t>{0, 500}, {500, 2000}, {2000, 3000}}) {
@@ -417,9 +418,9 @@ TEST_CASE("per-layer top-K keeps the fraction of every segment", "[compress]") {
   const auto e_before = e;
   REQUIRE_THROWS_AS(compress_with_feedback(c, x, e, q, {}), non_finite_error);
   REQUIRE(e == e_before);
-  REQUIRE_THROWS_WITH((top_k{k_spec::count(5), {}, index_encoding::automatic, {0, 10}}.compress(std::span<const double>(v), m, {})),
+  REQUIRE_THROWS_WITH((compress(top_k{k_spec::count(5), {}, index_encoding::automatic, {0, 10}}, std::span<const double>(v), m, {})),
                       Catch::Contains("needs k as a fraction"));
-  REQUIRE_THROWS_WITH((top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 10, 5}}.compress(std::span<const double>(v), m, {})),
+  REQUIRE_THROWS_WITH((compress(top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 10, 5}}, std::span<const double>(v), m, {})),
                       Catch::Contains("not ascending"));
 }
 
@@ -454,7 +455,7 @@ TEMPLATE_TEST_CASE("a reused workspace gives the messages of a fresh one", "[com
         INFO("d " << d << " compressor " << c);
         const context ctx{7, 3, round};
         message fresh, reused, again, elsewhere, through;
-        all[c].compress(std::span<const T>(v), fresh, ctx);
+        compress(all[c], std::span<const T>(v), fresh, ctx);
         all[c].compress(std::span<const T>(v), reused, ctx, shared);
         all[c].compress(std::span<const T>(v), again, ctx, shared);
         all[c].compress(std::span<const T>(v), elsewhere, ctx, other);
@@ -520,7 +521,7 @@ TEST_CASE("random-K with one workspace across sizes: correct sets, bitmap left c
       k = std::min(k, d);
       const random_k c{k_spec::count(k)};
       message fresh, shared;
-      c.compress(std::span<const double>(v), fresh, {4, 0, static_cast<std::uint32_t>(k)});
+      compress(c, std::span<const double>(v), fresh, {4, 0, static_cast<std::uint32_t>(k)});
       c.compress(std::span<const double>(v), shared, {4, 0, static_cast<std::uint32_t>(k)}, ws);
       INFO("d " << d << " k " << k);
       REQUIRE(same_bits(fresh, shared));
@@ -545,6 +546,19 @@ struct keep_first {
   }
 };
 static_assert(compressor<keep_first>);
+/// One with the workspace form only, as the built-ins that need scratch: every value, sent from
+/// a copy in the caller's scratch.
+struct copy_all {
+  template <tensor_element T>
+  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
+    ws.v.assign(v.begin(), v.end());
+    identity{}.compress(std::span<const T>(ws.v), out, ctx);
+  }
+};
+static_assert(compressor<copy_all>);
+static_assert(compressor<identity> && compressor<qsgd> && compressor<top_k> && compressor<random_k> &&
+              compressor<threshold_k> && compressor<scaled_sign> && compressor<any_compressor>);
+static_assert(!compressor_for<copy_all, int> && !compressor<std::vector<float>>);
 }  // namespace
 
 TEST_CASE("compress_with and validate_compressor accept compressors without the new members",
@@ -556,6 +570,11 @@ TEST_CASE("compress_with and validate_compressor accept compressors without the 
   REQUIRE(m.dim == 3);
   REQUIRE(m.count == 1);
   REQUIRE(ws.capacity_bytes() == 0);
+  compress_with<float>(copy_all{}, v, m, {}, ws);  // the workspace form, with the caller's scratch
+  REQUIRE(test::dense<float>(m) == v);
+  REQUIRE(ws.capacity_bytes() > 0);
+  compress(copy_all{}, v, m, {});  // the same with scratch of its own
+  REQUIRE(test::dense<float>(m) == v);
   validate_compressor<float>(keep_first{}, 0, {});  // nothing to check
   std::vector<float> e(3, 0.0f);
   compress_with_feedback<float>(identity{}, v, e, m, {}, ws);
@@ -629,7 +648,7 @@ TEMPLATE_TEST_CASE("validate throws exactly what compress throws for a bad confi
     message m, untouched;
     const auto from_validate = thrown([&] { c.validate(d, ctx); });
     const auto from_free = thrown([&] { validate_compressor<T>(c, d, ctx); });
-    const auto from_compress = thrown([&] { c.compress(std::span<const T>(v), m, ctx); });
+    const auto from_compress = thrown([&] { compress(c, std::span<const T>(v), m, ctx); });
     compress_workspace<T> ws;
     const auto from_workspace = thrown([&] { c.compress(std::span<const T>(v), m, ctx, ws); });
     std::vector<T> e(d, T(0));
@@ -671,7 +690,7 @@ TEST_CASE("validate rejects d >= 2^32 as compress does, before reading anything"
     const std::span<const float> huge(static_cast<const float*>(p), d);
     for (const auto& c : workspace_compressors()) {
       message m;
-      REQUIRE(thrown([&] { c.compress(huge, m, ctx); }) == thrown([&] { c.validate(d, ctx); }));
+      REQUIRE(thrown([&] { compress(c, huge, m, ctx); }) == thrown([&] { c.validate(d, ctx); }));
     }
     ::munmap(p, d * sizeof(float));
   }

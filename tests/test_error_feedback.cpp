@@ -14,7 +14,7 @@ void reference_feedback(const C& c, const std::vector<T>& x, std::vector<T>& e, 
                         const context& ctx) {
   std::vector<T> v(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) v[i] = x[i] + e[i];
-  c.compress(std::span<const T>(v), q, ctx);
+  compress(c, std::span<const T>(v), q, ctx);
   const auto qd = test::dense<T>(q);
   for (std::size_t i = 0; i < x.size(); ++i) e[i] = v[i] - qd[i];
 }

@@ -340,7 +340,7 @@ TEMPLATE_TEST_CASE("combine equals a dense reference for any mix of messages", "
       std::vector<weighted_message> in;
       for (std::size_t m = 0; m < count; ++m) {
         const auto v = test::gaussian<T>(d, static_cast<unsigned>(trial * 10 + m));
-        parse_compressor(specs[gen() % specs.size()]).compress(std::span<const T>(v), msgs[m], {1, 0, 0});
+        compress(parse_compressor(specs[gen() % specs.size()]), std::span<const T>(v), msgs[m], {1, 0, 0});
       }
       for (std::size_t m = 0; m < count; ++m) in.push_back({&msgs[m], (static_cast<double>(gen() % 200) - 100) / 37.0});
       auto x = test::gaussian<T>(d, 999);
@@ -360,7 +360,7 @@ TEMPLATE_TEST_CASE("combine equals a dense reference for any mix of messages", "
   }
   std::vector<T> wrong(5);
   message m;
-  identity{}.compress(std::span<const T>(wrong), m, {});
+  compress(identity{}, std::span<const T>(wrong), m, {});
   std::vector<T> y(6);
   const weighted_message w{&m, 1.0};
   REQUIRE_THROWS_WITH(combine<T>(std::span<T>(y), std::span<const weighted_message>(&w, 1)),
@@ -408,14 +408,14 @@ TEMPLATE_TEST_CASE("sparse messages mix in O(nnz) with the dense update's bits",
   std::vector<message> msgs(5);
   auto v = test::gaussian<T>(d, 7);
   v[d - 1] = T(100);
-  top_k{k_spec::count(1)}.compress(std::span<const T>(v), msgs[0], {1, 1, 0});
-  top_k{k_spec::fraction(0.05)}.compress(std::span<const T>(test::gaussian<T>(d, 8)), msgs[1], {1, 2, 0});
-  top_k{k_spec::fraction(0.2), value_codec{value_encoding::f16}}.compress(std::span<const T>(test::gaussian<T>(d, 9)),
+  compress(top_k{k_spec::count(1)}, std::span<const T>(v), msgs[0], {1, 1, 0});
+  compress(top_k{k_spec::fraction(0.05)}, std::span<const T>(test::gaussian<T>(d, 8)), msgs[1], {1, 2, 0});
+  compress(top_k{k_spec::fraction(0.2), value_codec{value_encoding::f16}}, std::span<const T>(test::gaussian<T>(d, 9)),
                                                                            msgs[2], {1, 3, 0});
-  top_k{k_spec::fraction(0.01)}.compress(std::span<const T>(test::gaussian<T>(d, 10)), msgs[3], {1, 4, 0});
+  compress(top_k{k_spec::fraction(0.01)}, std::span<const T>(test::gaussian<T>(d, 10)), msgs[3], {1, 4, 0});
   msgs[4].dim = static_cast<std::uint32_t>(d);
   msgs[4].index_enc = wire_indices::raw_u32;  // sparse, no values
-  identity{}.compress(std::span<const T>(test::gaussian<T>(d, 11)), msgs.emplace_back(), {1, 5, 0});
+  compress(identity{}, std::span<const T>(test::gaussian<T>(d, 11)), msgs.emplace_back(), {1, 5, 0});
   REQUIRE(msgs[5].dense());
 
   struct setting {
@@ -458,7 +458,7 @@ TEST_CASE("a sparse mix refuses a message of another dimension before anything c
   const std::size_t d = 300;
   push_sum_node<std::vector<float>> node(test::gaussian<float>(d, 3), {.id = 0});
   message wrong;
-  top_k{k_spec::count(3)}.compress(std::span<const float>(test::gaussian<float>(d + 1, 4)), wrong, {1, 1, 0});
+  compress(top_k{k_spec::count(3)}, std::span<const float>(test::gaussian<float>(d + 1, 4)), wrong, {1, 1, 0});
   given_endpoint ep{0, {{1, 0.5, 1.0, &wrong}}};
   node.compress(top_k{k_spec::count(3)}, 0);
   const std::vector<float> before(node.x().begin(), node.x().end());

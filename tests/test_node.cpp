@@ -151,7 +151,7 @@ TEST_CASE("collect hands envelopes over in ascending sender order whatever the a
     std::vector<message> msgs(n);
     for (std::uint32_t j = 0; j < n; ++j) {
       const auto v = test::gaussian<double>(d, 30 + j);
-      identity{}.compress(std::span<const double>(v), msgs[j], {0, j, 0});
+      compress(identity{}, std::span<const double>(v), msgs[j], {0, j, 0});
     }
     // every node pushes to node 0; post in descending order
     for (std::uint32_t j = n; j-- > 1;) {
@@ -182,7 +182,7 @@ TEST_CASE("the default loopback copies: a sender may rewrite its message before 
   REQUIRE(for_lockstep({.drop_probability = 0.2, .seed = 4}).drop_probability == 0.2);
   const vec v0 = test::gaussian<double>(30, 3), v1 = test::gaussian<double>(30, 4);
   message m, first;
-  top_k{k_spec::count(4)}.compress(std::span<const double>(v0), m, {0, 1, 0});
+  compress(top_k{k_spec::count(4)}, std::span<const double>(v0), m, {0, 1, 0});
   first = m;
   loopback_network net(2);
   const std::vector<out_edge> col{{0, 0.5}, {1, 0.5}};
@@ -190,7 +190,7 @@ TEST_CASE("the default loopback copies: a sender may rewrite its message before 
   inbox box;
   for (std::uint32_t t = 0; t < 3; ++t) {  // rounds 0 and 1 posted before round 0 is collected
     net.endpoint(1).post(t, col, 1.0, m);
-    top_k{k_spec::count(4)}.compress(std::span<const double>(v1), m, {0, 1, t + 1});  // the next round's
+    compress(top_k{k_spec::count(4)}, std::span<const double>(v1), m, {0, 1, t + 1});  // the next round's
     if (t == 0) continue;
     net.endpoint(0).collect(t - 1, row, box);
     REQUIRE(box.envelopes.size() == 1);
@@ -227,7 +227,7 @@ TEST_CASE("the loopback's three modes give the same bits under a lockstep group,
 TEST_CASE("the loopback names round, sender and receiver when an envelope is missing or unexpected", "[transport]") {
   message m;
   const vec v(10, 1.0);
-  identity{}.compress(std::span<const double>(v), m, {});
+  compress(identity{}, std::span<const double>(v), m, {});
   const std::vector<in_edge> row{{0, 0.5}, {2, 0.5}};
   SECTION("missing: a timeout, not a hang") {
     loopback_network net(3, {.timeout = std::chrono::milliseconds(50)});
@@ -270,7 +270,7 @@ TEST_CASE("the loopback names round, sender and receiver when an envelope is mis
 TEST_CASE("an envelope frame round-trips and rejects bad headers", "[transport]") {
   message m;
   const vec v = test::gaussian<double>(64, 9);
-  top_k{k_spec::count(5)}.compress(std::span<const double>(v), m, {});
+  compress(top_k{k_spec::count(5)}, std::span<const double>(v), m, {});
   std::vector<std::byte> frame;
   encode_envelope({3, 17, 0.25, 1.5}, m, frame);
   REQUIRE(frame.size() == envelope_header_bytes + m.wire_bytes());
@@ -472,7 +472,7 @@ namespace {
 struct my_top_half {
   template <class T>
   void compress(std::span<const T> v, message& m, const context& ctx) const {
-    top_k{k_spec::count(v.size() / 2)}.compress(v, m, ctx);
+    sparsepush::compress(top_k{k_spec::count(v.size() / 2)}, v, m, ctx);
   }
 };
 }  // namespace

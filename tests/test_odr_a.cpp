@@ -10,6 +10,6 @@ TEST_CASE("two translation units agree on every inline entity", "[shape]") {
   std::vector<float> v(20000);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7919) % 1000) - 500.0f;
   sparsepush::message m;
-  sparsepush::parse_compressor("top-k:0.01+int8").compress(std::span<const float>(v), m, {});
+  sparsepush::compress(sparsepush::parse_compressor("top-k:0.01+int8"), std::span<const float>(v), m, {});
   REQUIRE(m.wire_bytes() == odr_b_wire_bytes(v));
 }

@@ -4,7 +4,7 @@
 
 std::size_t odr_b_wire_bytes(const std::vector<float>& v) {
   sparsepush::message m;
-  sparsepush::top_k{sparsepush::k_spec::fraction(0.01), {sparsepush::value_encoding::i8, 0}}.compress(
-      std::span<const float>(v), m, {});
+  sparsepush::compress(sparsepush::top_k{sparsepush::k_spec::fraction(0.01), {sparsepush::value_encoding::i8, 0}},
+                       std::span<const float>(v), m, {});
   return sparsepush::encode(m).size();
 }

@@ -108,7 +108,7 @@ void compress_seeds() {
       {"identity", 64, 16 << 3},       {"identity+fp64", 50, 1 | 16 << 3},      {"identity+fp16", 40, 20 << 3},
       {"identity+bf16", 40, 4 | 16 << 3}, {"identity+int8", 100, 16 << 3},     {"identity+sign", 33, 1 | 16 << 3},
       {"identity+qsgd:5", 70, 4 | 16 << 3}, {"qsgd:16", 128, 1 | 4 | 16 << 3}, {"qsgd:32767", 20, 2},
-      {"sign", 90, 4 | 16 << 3},        {"none", 9, 2 | 1},                     {"top-k:0.01", 3000, 4 | 16 << 3},
+      {"sign", 90, 4 | 16 << 3},        {"identity", 9, 2 | 1},                    {"top-k:0.01", 3000, 4 | 16 << 3},
       {"top-k:0.1+int8", 500, 1 | 4 | 16 << 3}, {"top-k:5+u32", 64, 16 << 3},  {"top-k:0.05+varint+bf16", 800, 2 | 4},
       {"random-k:0.1", 200, 4 | 16 << 3}, {"random-k-unbiased:3+qsgd:7", 50, 1 | 16 << 3},
       {"random-k:0.9+fp16+u32", 100, 2 | 4}, {"threshold:2048", 4096, 16 << 3},

@@ -1,7 +1,8 @@
 // sparsepush/compress/common.hpp: what every compressor shares: the compressor concept
-// (compress(span<const T> v, message& q, const context&)), the calls that pass a caller-owned
-// workspace or validate a configuration when the compressor offers it, k given as a count or a
-// fraction of d, input validation (finite values, sizes that fit the wire format) and
+// (compress(span<const T> v, message& q, const context&), with or without a caller-owned
+// compress_workspace<T>& last), the calls that pass the caller's scratch (compress_with) or their
+// own (compress) or validate a configuration when the compressor offers it, k given as a count or
+// a fraction of d, input validation (finite values, sizes that fit the wire format) and
 // index-section finishing.
 #pragma once
 
@@ -24,12 +25,18 @@
 namespace sparsepush {
 inline namespace v0 {
 
-/// A compressor policy for element type T: q = C(v) written into a message.
+/// A compressor policy for element type T: q = C(v) written into a message, by
+/// c.compress(v, q, ctx, ws) with the caller's scratch (the built-ins that need scratch) or by
+/// c.compress(v, q, ctx) (those that need none, and most compressors of users).
 template <class C, class T>
-concept compressor_for = tensor_element<T> && requires(const C& c, std::span<const T> v, message& m,
-                                                       const context& ctx) {
-  { c.compress(v, m, ctx) } -> std::same_as<void>;
-};
+concept compressor_for =
+    tensor_element<T> &&
+    (requires(const C& c, std::span<const T> v, message& m, const context& ctx, compress_workspace<T>& ws) {
+       { c.compress(v, m, ctx, ws) } -> std::same_as<void>;
+     } ||
+     requires(const C& c, std::span<const T> v, message& m, const context& ctx) {
+       { c.compress(v, m, ctx) } -> std::same_as<void>;
+     });
 
 /// A compressor usable on both float and double tensors.
 template <class C>
@@ -69,11 +76,21 @@ inline void check_compressed(const message& q, std::size_t d, const context& ctx
 template <tensor_element T, class C>
 void compress_with(const C& c, std::span<const T> v, message& q, const context& ctx,
                    compress_workspace<T>& ws) {
-  static_assert(compressor_for<C, T>, "sparsepush: C is not a compressor for this element type "
-                                      "(it needs compress(std::span<const T>, message&, const context&))");
+  static_assert(compressor_for<C, T>, "sparsepush: C is not a compressor for this element type (it needs "
+                                      "compress(std::span<const T>, message&, const context&[, compress_workspace<T>&]))");
   if constexpr (requires { c.compress(v, q, ctx, ws); }) c.compress(v, q, ctx, ws);
   else c.compress(v, q, ctx);
   if constexpr (!detail::is_builtin_compressor<C>) detail::check_compressed(q, v.size(), ctx);
+}
+
+/// q = C(v) for a one-off call (a test, a tool), with scratch of its own allocated per call; a
+/// loop keeps one compress_workspace and calls compress_with.
+template <class C, class X>
+  requires flat_tensor<X>
+void compress(const C& c, const X& v, message& q, const context& ctx) {
+  using T = tensor_value_t<X>;
+  compress_workspace<T> ws;
+  compress_with<T>(c, as_const_span(v), q, ctx, ws);
 }
 
 /// Throw what c.compress would throw for its configuration at dimension d (k > d, bad levels,

@@ -40,19 +40,8 @@ class any_compressor {
   }
 
   template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx) const {
-    std::visit([&](const auto& c) { c.compress(v, out, ctx); }, impl_);
-  }
-
-  template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     std::visit([&](const auto& c) { compress_with<T>(c, v, out, ctx, ws); }, impl_);
-  }
-
-  template <tensor_element T>
-  void compress_feedback(std::span<const T> x, std::span<T> e, message& out,
-                         const context& ctx) const {
-    std::visit([&](const auto& c) { compress_with_feedback<T>(c, x, e, out, ctx); }, impl_);
   }
 
   template <tensor_element T>
@@ -155,7 +144,7 @@ inline any_compressor parse_compressor(std::string_view spec) {
       throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(name) +
                          "' is dense and has no index encoding");
   };
-  if (name == "identity" || name == "none") {
+  if (name == "identity") {
     no_arg();
     dense_only();
     return identity{codec};

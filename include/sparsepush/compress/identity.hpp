@@ -24,12 +24,6 @@ struct identity {
     detail::check_finite(v, ctx);
     detail::compress_dense(v, values, out, ctx);
   }
-
-  /// Needs no scratch; the overload exists so that every built-in takes a workspace.
-  template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>&) const {
-    compress(v, out, ctx);
-  }
 };
 
 }  // namespace v0

@@ -25,12 +25,6 @@ struct qsgd {
     detail::compress_dense_sum<T, true>(v, sq, levels, out, ctx);
   }
 
-  /// Needs no scratch; the overload exists so that every built-in takes a workspace.
-  template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>&) const {
-    compress(v, out, ctx);
-  }
-
  private:
   value_codec codec() const noexcept { return {value_encoding::qsgd, levels}; }
 };

@@ -38,12 +38,6 @@ struct random_k {
   void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
 
   template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx) const {
-    compress_workspace<T> ws;
-    compress(v, out, ctx, ws);
-  }
-
-  template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     const std::size_t kk = checked_k(v.size(), ctx);
     detail::check_finite(v, ctx);

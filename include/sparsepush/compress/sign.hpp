@@ -12,12 +12,6 @@ struct scaled_sign {
   /// Throw what compress would throw at dimension d.
   void validate(std::size_t d, const context& ctx) const { detail::check_dim(d, ctx); }
 
-  template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx) const {
-    compress_workspace<T> ws;
-    compress(v, out, ctx, ws);
-  }
-
   /// One pass over v computes ||v||_1 (finite exactly when every v is, for float) and packs the
   /// sign bits into ws.bytes, which becomes the payload (swapped, so no copy and, once both
   /// buffers have grown, no allocation) only once v is known finite.

@@ -29,12 +29,6 @@ struct threshold_k {
   void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
 
   template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx) const {
-    compress_workspace<T> ws;
-    compress(v, out, ctx, ws);
-  }
-
-  template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     using K = detail::magnitude_key<T>;
     const std::size_t d = v.size();

@@ -312,12 +312,6 @@ struct top_k {
   void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
 
   template <tensor_element T>
-  void compress(std::span<const T> v, message& out, const context& ctx) const {
-    compress_workspace<T> ws;
-    compress(v, out, ctx, ws);
-  }
-
-  template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     const std::size_t kk = checked_k(v.size(), ctx);
     if (segments.empty()) detail::top_k_indices<T, false>(v, {}, kk, out.indices, ctx, ws);
@@ -326,12 +320,6 @@ struct top_k {
   }
 
   /// Fused error feedback: v = x + e; q = C(v); e = v - q (see error_feedback.hpp).
-  template <tensor_element T>
-  void compress_feedback(std::span<const T> x, std::span<T> e, message& out, const context& ctx) const {
-    compress_workspace<T> ws;
-    compress_feedback(x, e, out, ctx, ws);
-  }
-
   template <tensor_element T>
   void compress_feedback(std::span<const T> x, std::span<T> e, message& out, const context& ctx,
                          compress_workspace<T>& ws) const {
