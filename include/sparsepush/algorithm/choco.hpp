@@ -282,7 +282,7 @@ class choco {
   choco(std::vector<tensor_type> x0, S sched, options_type opt = {})
     requires std::is_same_v<Net, loopback_network>
       : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), ws_(pool_.size()),
-        own_net_(std::make_unique<loopback_network>(x0.size(), opt_.network)), net_(own_net_.get()) {
+        own_net_(std::make_unique<loopback_network>(x0.size(), for_lockstep(opt_.network))), net_(own_net_.get()) {
     init(std::move(x0), 0);
   }
 

@@ -29,7 +29,9 @@ inline namespace v0 {
 struct sparse_push_options {
   std::size_t threads = 1;
   std::uint64_t seed = 0;               ///< keys random compressors (with node and round)
-  loopback_options network{};           ///< message loss, tracing and mode of the loopback
+  /// Message loss, tracing and mode of its own loopback (the lockstep round passes messages by
+  /// reference unless `encoded` is asked for: for_lockstep()).
+  loopback_options network{};
   /// What the nodes do about lost envelopes (gossip/node.hpp); only matters when the network
   /// loses some (loopback_options::drop_probability, mpi_options::drop_probability).
   loss_recovery recovery = loss_recovery::none;
@@ -62,7 +64,7 @@ class sparse_push {
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_nodes(std::move(x0), sched_),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery}),
-        own_net_(std::make_unique<loopback_network>(group_.num_nodes(), opt.network)), net_(own_net_.get()) {
+        own_net_(std::make_unique<loopback_network>(group_.num_nodes(), for_lockstep(opt.network))), net_(own_net_.get()) {
     validate_schedule(sched_);
   }
 
