@@ -1,5 +1,6 @@
 // sparsepush/sparsepush.hpp: the umbrella header of the core library. It includes no optional
-// dependency; Eigen and xtensor support live in sparsepush/adapters/.
+// dependency; Eigen and xtensor support live in sparsepush/adapters/, the MPI transport and
+// process group in transport/mpi.hpp and train/mpi.hpp.
 #pragma once
 
 #include "config.hpp"
@@ -40,3 +41,10 @@
 #include "algorithm/centralized.hpp"
 #include "algorithm/trainer.hpp"
 #include "data/partition.hpp"
+#include "data/shard.hpp"
+#include "train/settings.hpp"
+#include "train/process_group.hpp"
+#include "train/checkpoints.hpp"
+#include "train/evaluate.hpp"
+#include "train/defaults.hpp"
+#include "train/trainer.hpp"
