@@ -541,7 +541,7 @@ struct keep_first {
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     identity{}.compress(v.first(1), out, ctx);  // the first value, as a sparse message of v
     out.dim = static_cast<std::uint32_t>(v.size());
-    out.index_enc = wire_indices::raw_u32;
+    out.index_enc = index_encoding::raw_u32;
     out.indices = {0};
   }
 };

@@ -414,7 +414,7 @@ TEMPLATE_TEST_CASE("sparse messages mix in O(nnz) with the dense update's bits",
                                                                            msgs[2], {1, 3, 0});
   compress(top_k{k_spec::fraction(0.01)}, std::span<const T>(test::gaussian<T>(d, 10)), msgs[3], {1, 4, 0});
   msgs[4].dim = static_cast<std::uint32_t>(d);
-  msgs[4].index_enc = wire_indices::raw_u32;  // sparse, no values
+  msgs[4].index_enc = index_encoding::raw_u32;  // sparse, no values
   compress(identity{}, std::span<const T>(test::gaussian<T>(d, 11)), msgs.emplace_back(), {1, 5, 0});
   REQUIRE(msgs[5].dense());
 

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <sparsepush/sparsepush.hpp>
+#include <type_traits>
 
 #include "test_util.hpp"
 
@@ -353,38 +354,75 @@ TEST_CASE("every value x index encoding encodes to the hand-written wire layout"
   }
 }
 
-TEST_CASE("wire enums hold what travels, settings compare equal to what they name", "[message]") {
-  STATIC_REQUIRE(static_cast<unsigned>(wire_values::f64) == 1);
-  STATIC_REQUIRE(static_cast<unsigned>(wire_values::qsgd) == 7);
-  STATIC_REQUIRE(static_cast<unsigned>(wire_indices::delta_varint) == 2);
-  STATIC_REQUIRE(wire_values::f32 == value_encoding::f32);
-  STATIC_REQUIRE(value_encoding::i8 == wire_values::i8);
-  STATIC_REQUIRE(wire_values::f32 != value_encoding::f64);
-  STATIC_REQUIRE(wire_indices::raw_u32 == index_encoding::raw_u32);
-  STATIC_REQUIRE(index_encoding::dense == wire_indices::dense);
-  const wire_values all_values[] = {wire_values::f64, wire_values::f32, wire_values::f16, wire_values::bf16,
-                                    wire_values::i8,  wire_values::sign, wire_values::qsgd};
-  for (const auto w : all_values) {
-    REQUIRE(w != value_encoding::native);  // native is a setting, never on the wire
-    REQUIRE(to_wire(to_setting(w)) == w);
-    REQUIRE(std::string(to_string(w)) == to_string(to_setting(w)));
-  }
-  for (const auto w : {wire_indices::dense, wire_indices::raw_u32, wire_indices::delta_varint}) {
-    REQUIRE(w != index_encoding::automatic);
-    REQUIRE(to_wire(to_setting(w)) == w);
-    REQUIRE(std::string(to_string(w)) == to_string(to_setting(w)));
-  }
-  REQUIRE_FALSE(to_wire(value_encoding::native).has_value());
-  REQUIRE_FALSE(to_wire(index_encoding::automatic).has_value());
-  REQUIRE(std::string(to_string(wire_values::f16)) == "fp16");
-  REQUIRE(std::string(to_string(wire_indices::delta_varint)) == "varint");
+TEST_CASE("one enum per encoding: the wire encodings, and the settings native and automatic that never travel",
+          "[message]") {
+  STATIC_REQUIRE(static_cast<unsigned>(value_encoding::native) == 0);
+  STATIC_REQUIRE(static_cast<unsigned>(value_encoding::f64) == 1);
+  STATIC_REQUIRE(static_cast<unsigned>(value_encoding::qsgd) == 7);
+  STATIC_REQUIRE(static_cast<unsigned>(index_encoding::delta_varint) == 2);
+  STATIC_REQUIRE(static_cast<unsigned>(index_encoding::automatic) == 255);
+  STATIC_REQUIRE(std::is_same_v<wire_values, value_encoding>);  // the 0.1 names
+  STATIC_REQUIRE(std::is_same_v<wire_indices, index_encoding>);
+  for (const auto w : {value_encoding::f64, value_encoding::f32, value_encoding::f16, value_encoding::bf16,
+                       value_encoding::i8, value_encoding::sign, value_encoding::qsgd})
+    REQUIRE(is_wire(w));
+  for (const auto w : {index_encoding::dense, index_encoding::raw_u32, index_encoding::delta_varint,
+                       index_encoding::seeded})
+    REQUIRE(is_wire(w));
+  STATIC_REQUIRE_FALSE(is_wire(value_encoding::native));
+  STATIC_REQUIRE_FALSE(is_wire(index_encoding::automatic));
+  STATIC_REQUIRE_FALSE(is_wire(static_cast<value_encoding>(8)));
+  STATIC_REQUIRE_FALSE(is_wire(static_cast<index_encoding>(4)));
+  REQUIRE(std::string(to_string(value_encoding::f16)) == "fp16");
+  REQUIRE(std::string(to_string(index_encoding::delta_varint)) == "varint");
   REQUIRE(std::string(to_string(value_encoding::native)) == "native");
   REQUIRE(std::string(to_string(index_encoding::automatic)) == "auto");
-  REQUIRE(payload_bytes(wire_values::qsgd, 11, 3) == 2);
-  REQUIRE(payload_bytes(wire_values::f32, 0, 3) == 12);
-  REQUIRE(value_codec{}.wire_encoding<double>() == wire_values::f64);
-  REQUIRE(value_codec{}.wire_encoding<float>() == wire_values::f32);
-  REQUIRE(value_codec{value_encoding::bf16, 0}.wire_encoding<double>() == wire_values::bf16);
+  REQUIRE(payload_bytes(value_encoding::qsgd, 11, 3) == 2);
+  REQUIRE(payload_bytes(value_encoding::f32, 0, 3) == 12);
+  REQUIRE(payload_bytes(value_encoding::native, 0, 3) == 12);  // native counts as fp32
+  REQUIRE(value_codec{}.wire_encoding<double>() == value_encoding::f64);
+  REQUIRE(value_codec{}.wire_encoding<float>() == value_encoding::f32);
+  REQUIRE(value_codec{value_encoding::bf16, 0}.wire_encoding<double>() == value_encoding::bf16);
+}
+
+TEST_CASE("a message carrying native or automatic is an error: encode, decode and validate refuse it", "[message]") {
+  message m;
+  m.dim = 8;
+  m.count = 2;
+  m.index_enc = index_encoding::raw_u32;
+  m.value_enc = value_encoding::f32;
+  m.indices = {1, 5};
+  m.payload.assign(8, std::byte{0});
+  REQUIRE_NOTHROW(validate(m, 8));
+  const auto good = encode(m);
+  REQUIRE(decode(good).indices == m.indices);
+
+  message native = m;
+  native.value_enc = value_encoding::native;
+  message automatic = m;
+  automatic.index_enc = index_encoding::automatic;
+  std::vector<std::byte> out{std::byte{7}};
+  REQUIRE_THROWS_AS(encode(native, out), message_error);
+  REQUIRE_THROWS_WITH(encode(native), Catch::Contains("value encoding 0 (native) is a compressor setting"));
+  REQUIRE_THROWS_AS(encode(automatic, out), message_error);
+  REQUIRE_THROWS_WITH(encode(automatic), Catch::Contains("index encoding 255 (auto) is a compressor setting"));
+  REQUIRE(out == std::vector<std::byte>{std::byte{7}});  // untouched
+  REQUIRE_THROWS_AS(validate(native, 8), message_error);
+  REQUIRE_THROWS_WITH(validate(native, 8), Catch::Contains("value encoding 0 (native)"));
+  REQUIRE_THROWS_AS(validate(automatic, 8), message_error);
+  REQUIRE_THROWS_WITH(validate(automatic, 8), Catch::Contains("index encoding 255 (auto)"));
+
+  // the same bytes on the wire (byte 5: indices, byte 6: values), checksum correct
+  le_bytes idx, vals;
+  idx.u32(1).u32(5);
+  vals.f32(0.0f).f32(0.0f);
+  REQUIRE_NOTHROW(decode(hand_message(1, 2, 0, 8, 2, idx.b, 0.0f, vals.b)));
+  REQUIRE_THROWS_WITH(decode(hand_message(1, 0, 0, 8, 2, idx.b, 0.0f, vals.b)),
+                      Catch::Contains("value encoding 0 (native) is a compressor setting, not a wire encoding") &&
+                          Catch::Contains("at byte 6"));
+  REQUIRE_THROWS_WITH(decode(hand_message(255, 2, 0, 8, 2, idx.b, 0.0f, vals.b)),
+                      Catch::Contains("index encoding 255 (auto) is a compressor setting, not a wire encoding") &&
+                          Catch::Contains("at byte 5"));
 }
 
 TEST_CASE("seeded indices: 16 bytes of key on the wire, the receiver draws random-K's indices again",
@@ -399,7 +437,7 @@ TEST_CASE("seeded indices: 16 bytes of key on the wire, the receiver draws rando
     compress(random_k{k_spec::count(k), false, {value_encoding::f32, 0}, index_encoding::raw_u32}, 
         std::span<const float>(v), raw, ctx);
     CAPTURE(k);
-    REQUIRE(seeded.index_enc == wire_indices::seeded);
+    REQUIRE(seeded.index_enc == index_encoding::seeded);
     REQUIRE(seeded.indices == raw.indices);
     REQUIRE(seeded.payload == raw.payload);
     REQUIRE(seeded.index_bytes() == 16);

@@ -294,8 +294,8 @@ TEST_CASE("an envelope frame round-trips and rejects bad headers", "[transport]"
   message huge;
   huge.dim = 0xFFFFFFFFu;
   huge.count = 0;
-  huge.index_enc = wire_indices::raw_u32;
-  huge.value_enc = wire_values::f32;
+  huge.index_enc = index_encoding::raw_u32;
+  huge.value_enc = value_encoding::f32;
   const auto bytes = encode(huge);
   REQUIRE(bytes.size() == message_header_bytes);
   REQUIRE(decode(bytes).dim == 0xFFFFFFFFu);  // valid as such

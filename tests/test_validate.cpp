@@ -1,7 +1,8 @@
 // Tests of validate(message, dim): decode's checks on a message in memory (the CRC aside), and
 // the check of every message a user's compressor writes before anything reads it: a malformed
-// one (short payload, unsorted, repeated or out-of-range indices, count above dim) is a
-// message_error naming the problem, and the round leaves x, u and e of every node as they were.
+// one (short payload, unsorted, repeated or out-of-range indices, count above dim, the setting
+// native or automatic where a wire encoding belongs) is a message_error naming the problem, and
+// the round leaves x, u and e of every node as they were.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <span>
@@ -15,7 +16,17 @@ using namespace sparsepush;
 
 namespace {
 
-enum class flaw { none, short_payload, unsorted, duplicate, out_of_range, count_above_dim, dense_with_indices };
+enum class flaw {
+  none,
+  short_payload,
+  unsorted,
+  duplicate,
+  out_of_range,
+  count_above_dim,
+  dense_with_indices,
+  native_values,       // a compressor setting in place of a wire encoding
+  automatic_indices,   // the same for the indices
+};
 
 /// A sparse fp32 message of v at `idx` (as given: not sorted or checked), `bytes_per_value` payload
 /// bytes per value (4 is right for fp32).
@@ -23,8 +34,8 @@ template <class T>
 void write_sparse(std::span<const T> v, std::vector<std::uint32_t> idx, std::size_t bytes_per_value, message& m) {
   m.dim = static_cast<std::uint32_t>(v.size());
   m.count = static_cast<std::uint32_t>(idx.size());
-  m.index_enc = wire_indices::raw_u32;
-  m.value_enc = wire_values::f32;
+  m.index_enc = index_encoding::raw_u32;
+  m.value_enc = value_encoding::f32;
   m.levels = 0;
   m.scale = 0.0f;
   m.payload.assign(bytes_per_value * idx.size(), std::byte{0});
@@ -56,7 +67,15 @@ struct flawed {
       }
       case flaw::dense_with_indices:
         write_sparse(v, {1, 3, 5}, 4, m);
-        m.index_enc = wire_indices::dense;
+        m.index_enc = index_encoding::dense;
+        break;
+      case flaw::native_values:
+        write_sparse(v, {1, 3, 5}, 4, m);
+        m.value_enc = value_encoding::native;
+        break;
+      case flaw::automatic_indices:
+        write_sparse(v, {1, 3, 5}, 4, m);
+        m.index_enc = index_encoding::automatic;
         break;
     }
   }
@@ -85,6 +104,8 @@ const flaw_case flaw_cases[] = {
     {flaw::out_of_range, "index 16 at position 2 is out of range (not below dim 16)"},
     {flaw::count_above_dim, "count 17 exceeds dim 16"},
     {flaw::dense_with_indices, "dense message with count 3 != dim 16"},
+    {flaw::native_values, "value encoding 0 (native) is a compressor setting, not a wire encoding"},
+    {flaw::automatic_indices, "index encoding 255 (auto) is a compressor setting, not a wire encoding"},
 };
 
 }  // namespace

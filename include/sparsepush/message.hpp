@@ -26,15 +26,15 @@ inline namespace v0 {
 struct message {
   std::uint32_t dim = 0;    ///< length d of the vector this message describes
   std::uint32_t count = 0;  ///< number of values carried (== dim when dense)
-  wire_indices index_enc = wire_indices::dense;
-  wire_values value_enc = wire_values::f32;
+  index_encoding index_enc = index_encoding::dense;  ///< a wire encoding: never automatic
+  value_encoding value_enc = value_encoding::f32;    ///< a wire encoding: never native
   std::uint16_t levels = 0;              ///< QSGD s; 0 for other encodings
   float scale = 0.0f;                    ///< int8 scale, sign magnitude or QSGD norm
   std::vector<std::uint32_t> indices;    ///< ascending, size count; empty when dense
   std::vector<std::byte> payload;        ///< values, exactly as on the wire
   index_stream_key index_key{};          ///< seeded indices: the stream they were drawn from
 
-  bool dense() const noexcept { return index_enc == wire_indices::dense; }
+  bool dense() const noexcept { return index_enc == index_encoding::dense; }
 
   /// Bytes of the index section as encoded.
   std::size_t index_bytes() const noexcept { return detail::index_section_bytes(index_enc, indices); }
@@ -70,10 +70,10 @@ void for_each_value(const message& m, F&& f) {
   const std::size_t n = m.count;
   const std::byte* p = m.payload.data();
   switch (m.value_enc) {  // hoist the common encodings out of the loop
-    case wire_values::f32:
+    case value_encoding::f32:
       for (std::size_t j = 0; j < n; ++j) f(m.index_of(j), static_cast<T>(detail::read_f32(p, j)));
       return;
-    case wire_values::f64:
+    case value_encoding::f64:
       for (std::size_t j = 0; j < n; ++j) f(m.index_of(j), static_cast<T>(detail::read_f64(p, j)));
       return;
     default:
@@ -98,8 +98,12 @@ void decompress(const message& m, Tensor& out) {
   decompress(m, as_span(out));
 }
 
-/// Append the wire encoding of m to out.
+/// Append the wire encoding of m to out. An encoding that does not travel (the settings native
+/// and automatic, or a value naming no encoding) throws message_error before out is touched; the
+/// rest of m is trusted (validate() checks it).
 inline void encode(const message& m, std::vector<std::byte>& out) {
+  detail::check_encodings(static_cast<unsigned>(m.index_enc), static_cast<unsigned>(m.value_enc),
+                          [](const std::string& what, std::size_t) { throw message_error("encode: " + what); });
   const detail::wire_header h{m.index_enc, m.value_enc, m.levels, m.dim, m.count,
                               static_cast<std::uint32_t>(m.index_bytes()), m.scale};
   const std::size_t start = out.size();
@@ -131,7 +135,7 @@ inline void decode_into(std::span<const std::byte> buf, message& m) {
   m.count = h.count;
   m.scale = h.scale;
   const std::byte* q = buf.data() + message_header_bytes;
-  if (h.indices == wire_indices::seeded) m.index_key = detail::read_seeded(h, q, m.indices);
+  if (h.indices == index_encoding::seeded) m.index_key = detail::read_seeded(h, q, m.indices);
   else detail::read_indices(h, q, m.indices);
   m.payload.assign(q + h.index_bytes, q + h.index_bytes + h.value_bytes());
   detail::check_values(h, m.payload.data(), message_header_bytes + h.index_bytes);
@@ -169,7 +173,7 @@ void check_message(const message& m, std::size_t dim, Fail&& fail) {
     fail("payload of " + std::to_string(m.payload.size()) + " bytes where " + std::to_string(m.count) + " " +
              to_string(m.value_enc) + " values need " + std::to_string(h.value_bytes()),
          message_header_bytes);
-  if (m.index_enc == wire_indices::seeded) {
+  if (m.index_enc == index_encoding::seeded) {
     std::vector<std::uint32_t> drawn;
     random_indices_compact(m.dim, m.count, m.index_key.seed, m.index_key.node, m.index_key.round, drawn);
     if (drawn != m.indices) fail("seeded indices are not the draw of their key (seed, node, round)", message_header_bytes);

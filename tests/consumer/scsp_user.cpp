@@ -30,8 +30,8 @@ struct strided {
   template <class T>
   void compress(std::span<const T> v, sp::message& m, const sp::context& ctx) const {
     m.dim = static_cast<std::uint32_t>(v.size());
-    m.index_enc = sp::wire_indices::raw_u32;
-    m.value_enc = sp::wire_values::f32;
+    m.index_enc = sp::index_encoding::raw_u32;
+    m.value_enc = sp::value_encoding::f32;
     m.levels = 0;
     m.scale = 0.0f;
     m.indices.clear();

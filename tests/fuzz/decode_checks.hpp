@@ -23,7 +23,7 @@ inline sparsepush::message sentinel_message() {
   sparsepush::message m;
   m.dim = 3;
   m.count = 7;
-  m.index_enc = sparsepush::wire_indices::raw_u32;
+  m.index_enc = sparsepush::index_encoding::raw_u32;
   m.indices = {9, 8, 7};
   m.payload = {std::byte{0xAB}};
   return m;
@@ -73,7 +73,7 @@ inline bool check_decode(std::span<const std::byte> buf) {
   if (again.size() == buf.size()) {
     SPARSEPUSH_FUZZ_CHECK(std::equal(again.begin(), again.end(), buf.begin()));
   } else {
-    SPARSEPUSH_FUZZ_CHECK(m.index_enc == wire_indices::delta_varint && again.size() < buf.size());
+    SPARSEPUSH_FUZZ_CHECK(m.index_enc == index_encoding::delta_varint && again.size() < buf.size());
   }
 
   // The dense vector it describes: zeros off the indices, finite values on them.

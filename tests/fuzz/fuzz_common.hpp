@@ -33,7 +33,7 @@ inline bool same_message(const sparsepush::message& a, const sparsepush::message
          a.value_enc == b.value_enc && a.levels == b.levels &&
          std::bit_cast<std::uint32_t>(a.scale) == std::bit_cast<std::uint32_t>(b.scale) &&
          a.indices == b.indices && a.payload == b.payload &&
-         (a.index_enc != sparsepush::wire_indices::seeded || a.index_key == b.index_key);
+         (a.index_enc != sparsepush::index_encoding::seeded || a.index_key == b.index_key);
 }
 
 /// What a message promises its readers: count <= dim, indices ascending below dim (none when
@@ -53,7 +53,7 @@ inline void check_message_invariants(const sparsepush::message& m) {
     }
   }
   SPARSEPUSH_FUZZ_CHECK(m.payload.size() == payload_bytes(m.value_enc, m.levels, m.count));
-  SPARSEPUSH_FUZZ_CHECK(m.value_enc == wire_values::qsgd ? (m.levels >= 1 && m.levels <= max_qsgd_levels)
+  SPARSEPUSH_FUZZ_CHECK(m.value_enc == value_encoding::qsgd ? (m.levels >= 1 && m.levels <= max_qsgd_levels)
                                                          : m.levels == 0);
   SPARSEPUSH_FUZZ_CHECK(std::isfinite(m.scale) && m.scale >= 0.0f);
   for (std::size_t j = 0; j < m.count; ++j) SPARSEPUSH_FUZZ_CHECK(std::isfinite(m.value_at<double>(j)));

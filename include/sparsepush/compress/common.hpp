@@ -170,7 +170,7 @@ void check_finite(std::span<const T> v, const context& ctx, const char* what = "
 
 /// Reject an index setting that names no wire encoding and is not automatic.
 inline void check_index_setting(index_encoding e, bool seeded_allowed = false) {
-  if (e != index_encoding::automatic && !to_wire(e))
+  if (e != index_encoding::automatic && !is_wire(e))
     throw config_error("unknown index encoding " + std::to_string(static_cast<unsigned>(e)));
   if (e == index_encoding::seeded && !seeded_allowed)
     throw config_error("index encoding seeded is random-K's only: other sparsifiers' indices depend on the "
@@ -181,10 +181,10 @@ inline void check_index_setting(index_encoding e, bool seeded_allowed = false) {
 /// automatic (and dense, which a sparse message cannot use) the smaller section.
 inline void finish_indices(message& m, index_encoding want) {
   if (want == index_encoding::raw_u32 || want == index_encoding::delta_varint)
-    m.index_enc = *to_wire(want);
+    m.index_enc = want;
   else
-    m.index_enc = delta_varint_bytes(m.indices) <= 4 * m.indices.size() ? wire_indices::delta_varint
-                                                                        : wire_indices::raw_u32;
+    m.index_enc = delta_varint_bytes(m.indices) <= 4 * m.indices.size() ? index_encoding::delta_varint
+                                                                        : index_encoding::raw_u32;
   m.count = static_cast<std::uint32_t>(m.indices.size());
 }
 
@@ -194,7 +194,7 @@ void compress_dense(std::span<const T> v, const value_codec& codec, message& m,
                     const context& ctx) {
   m.dim = static_cast<std::uint32_t>(v.size());
   m.count = m.dim;
-  m.index_enc = wire_indices::dense;
+  m.index_enc = index_encoding::dense;
   m.indices.clear();
   encode_values<T>(codec, [v](std::size_t j) { return v[j]; }, m, ctx);
 }
@@ -205,9 +205,9 @@ template <tensor_element T, bool Square>
 void compress_dense_sum(std::span<const T> v, double sum, std::uint16_t levels, message& m, const context& ctx) {
   m.dim = static_cast<std::uint32_t>(v.size());
   m.count = m.dim;
-  m.index_enc = wire_indices::dense;
+  m.index_enc = index_encoding::dense;
   m.indices.clear();
-  m.value_enc = Square ? wire_values::qsgd : wire_values::sign;
+  m.value_enc = Square ? value_encoding::qsgd : value_encoding::sign;
   m.levels = Square ? levels : 0;
   m.payload.assign(payload_bytes(m.value_enc, m.levels, m.count), std::byte{0});
   if constexpr (Square) m.scale = write_qsgd_dense<T>(m.payload.data(), m.payload.size(), v.size(), levels, v.data(), sum, ctx);

@@ -44,7 +44,7 @@ struct random_k {
     detail::random_indices(v.size(), kk, ctx, out.indices, ws.taken);
     out.dim = static_cast<std::uint32_t>(v.size());
     if (indices == index_encoding::seeded) {  // only the key travels: receivers draw the indices again
-      out.index_enc = wire_indices::seeded;
+      out.index_enc = index_encoding::seeded;
       out.index_key = {ctx.seed, ctx.node, ctx.round};
       out.count = static_cast<std::uint32_t>(out.indices.size());
     } else {

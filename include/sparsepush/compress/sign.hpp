@@ -19,14 +19,14 @@ struct scaled_sign {
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     validate(v.size(), ctx);
     const std::size_t n = v.size();
-    ws.bytes.assign(payload_bytes(wire_values::sign, 0, n), std::byte{0});
+    ws.bytes.assign(payload_bytes(value_encoding::sign, 0, n), std::byte{0});
     const double l1 = detail::abs_sum_and_sign_bits<T>(v.data(), n, ws.bytes.data());
     if (!std::isfinite(l1)) detail::check_finite(v, ctx);  // names the first NaN/Inf
     out.dim = static_cast<std::uint32_t>(n);
     out.count = out.dim;
-    out.index_enc = wire_indices::dense;
+    out.index_enc = index_encoding::dense;
     out.indices.clear();
-    out.value_enc = wire_values::sign;
+    out.value_enc = value_encoding::sign;
     out.levels = 0;
     out.scale = detail::to_float_saturating(l1 / static_cast<double>(n));
     out.payload.swap(ws.bytes);

@@ -23,7 +23,7 @@ namespace detail {
 
 /// The wire encoding of a tensor's own element type.
 template <class T>
-inline constexpr wire_values native_encoding = sizeof(T) == 8 ? wire_values::f64 : wire_values::f32;
+inline constexpr value_encoding native_encoding = sizeof(T) == 8 ? value_encoding::f64 : value_encoding::f32;
 
 }  // namespace detail
 
@@ -35,7 +35,7 @@ struct value_codec {
   friend bool operator==(const value_codec&, const value_codec&) = default;
 
   void validate() const {
-    if (encoding != value_encoding::native && !to_wire(encoding))
+    if (encoding != value_encoding::native && !is_wire(encoding))
       throw config_error("unknown value encoding " +
                          std::to_string(static_cast<unsigned>(encoding)));
     if (encoding == value_encoding::qsgd && (levels < 1 || levels > max_qsgd_levels))
@@ -45,8 +45,8 @@ struct value_codec {
 
   /// The wire encoding of values of type T (native resolved to T's own); valid codecs only.
   template <tensor_element T>
-  wire_values wire_encoding() const noexcept {
-    return to_wire(encoding).value_or(detail::native_encoding<T>);
+  value_encoding wire_encoding() const noexcept {
+    return is_wire(encoding) ? encoding : detail::native_encoding<T>;
   }
 };
 
@@ -57,7 +57,7 @@ namespace detail {
 template <tensor_element T, class Get>
 void encode_values(const value_codec& c, Get&& v_at, message& m, const context& ctx) {
   m.value_enc = c.wire_encoding<T>();
-  m.levels = m.value_enc == wire_values::qsgd ? c.levels : 0;
+  m.levels = m.value_enc == value_encoding::qsgd ? c.levels : 0;
   m.payload.assign(payload_bytes(m.value_enc, m.levels, m.count), std::byte{0});
   m.scale = write_values<T>(m.value_enc, m.levels, m.count, v_at,
                             [&m](std::size_t j) { return m.index_of(j); }, ctx, m.payload.data());

@@ -2,7 +2,7 @@
 // uniformly at random, ascending, by Floyd's algorithm (for j = d - k .. d - 1: t = uniform in
 // [0, j] from draw j of the stream keyed by (seed, node, round); keep t, or j when t is already
 // kept). A pure function of (d, k, seed, node, round): the compressor draws it, and a receiver of
-// a message whose indices travel as that key (wire_indices::seeded) draws it again.
+// a message whose indices travel as that key (index_encoding::seeded) draws it again.
 #pragma once
 
 #include <algorithm>

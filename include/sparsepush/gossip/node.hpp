@@ -294,7 +294,7 @@ class push_sum_node {
     cursors_.clear();
     for (const auto& w : mix_)
       cursors_.push_back({w.msg->indices.data(), w.msg->indices.data() + w.msg->count, w.msg,
-                          static_cast<T>(w.coef), w.msg->value_enc == wire_values::f32});
+                          static_cast<T>(w.coef), w.msg->value_enc == value_encoding::f32});
     const auto xi = x();
     const T e = static_cast<T>(eta);
     const bool one = eta == 1.0;

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 
@@ -25,10 +24,13 @@
 namespace sparsepush {
 inline namespace v0 {
 
-// --- what travels ---------------------------------------------------------------------------
+// --- what travels, and the settings that ask for it ------------------------------------------
 
-/// How a message's values travel (byte 6 of the header).
-enum class wire_values : std::uint8_t {
+/// How values travel (byte 6 of the header), or how a compressor is asked to encode them. Every
+/// value but `native` is a wire encoding; `native` (the tensor's own type, f32 or f64) is a
+/// compressor setting only and never travels: encode(), decode() and validate() refuse it.
+enum class value_encoding : std::uint8_t {
+  native = 0,
   f64 = 1,
   f32 = 2,
   f16 = 3,
@@ -38,9 +40,23 @@ enum class wire_values : std::uint8_t {
   qsgd = 7,  ///< sign bit + level in [0, levels], times norm / levels, stochastic rounding
 };
 
-/// How a message's indices travel (byte 5 of the header). `seeded`: random-K's indices as the
-/// key of their stream (16 bytes whatever the count).
-enum class wire_indices : std::uint8_t { dense = 0, raw_u32 = 1, delta_varint = 2, seeded = 3 };
+/// How indices travel (byte 5 of the header), or how a compressor is asked to encode them.
+/// `seeded`: random-K's indices as the key of their stream (16 bytes whatever the count; a
+/// setting of random-K's only). `automatic` (the smaller of raw_u32 and delta_varint for each
+/// message) is a compressor setting only and never travels: encode(), decode() and validate()
+/// refuse it.
+enum class index_encoding : std::uint8_t { dense = 0, raw_u32 = 1, delta_varint = 2, seeded = 3, automatic = 255 };
+
+using wire_values = value_encoding;   ///< 0.1 name
+using wire_indices = index_encoding;  ///< 0.1 name
+
+/// Whether e travels on the wire (every value encoding but native).
+constexpr bool is_wire(value_encoding e) noexcept {
+  const auto b = static_cast<std::uint8_t>(e);
+  return b >= 1 && b <= 7;
+}
+/// Whether e travels on the wire (every index encoding but automatic).
+constexpr bool is_wire(index_encoding e) noexcept { return static_cast<std::uint8_t>(e) <= 3; }
 
 /// The key of random-K's index stream: the (seed, node, round) the compressor drew with.
 struct index_stream_key {
@@ -53,84 +69,33 @@ struct index_stream_key {
 /// Bytes of a seeded index section.
 inline constexpr std::size_t seeded_index_bytes = 16;
 
-// --- compressor settings: a wire encoding, or a choice made per message ----------------------
-
-/// The value encoding a compressor is asked for: a wire encoding, or `native` (the tensor's own
-/// type, f32 or f64), which never travels.
-enum class value_encoding : std::uint8_t {
-  native = 0,
-  f64 = 1,
-  f32 = 2,
-  f16 = 3,
-  bf16 = 4,
-  i8 = 5,
-  sign = 6,
-  qsgd = 7,
-};
-
-/// The index encoding a compressor is asked for: a wire encoding, or `automatic` (the smaller of
-/// raw_u32 and delta_varint for each message), which never travels. `seeded` is random-K's only.
-enum class index_encoding : std::uint8_t { dense = 0, raw_u32 = 1, delta_varint = 2, seeded = 3, automatic = 255 };
-
-/// A setting equals the wire encoding it names; native and automatic equal none.
-constexpr bool operator==(wire_values w, value_encoding s) noexcept {
-  return static_cast<std::uint8_t>(w) == static_cast<std::uint8_t>(s);
-}
-constexpr bool operator==(wire_indices w, index_encoding s) noexcept {
-  return static_cast<std::uint8_t>(w) == static_cast<std::uint8_t>(s);
-}
-
-/// The wire encoding a setting names; nullopt for native.
-constexpr std::optional<wire_values> to_wire(value_encoding s) noexcept {
-  if (s == value_encoding::native || static_cast<std::uint8_t>(s) > 7) return std::nullopt;
-  return static_cast<wire_values>(s);
-}
-/// The wire encoding a setting names; nullopt for automatic.
-constexpr std::optional<wire_indices> to_wire(index_encoding s) noexcept {
-  if (static_cast<std::uint8_t>(s) > 3) return std::nullopt;
-  return static_cast<wire_indices>(s);
-}
-/// The setting that asks for exactly this wire encoding.
-constexpr value_encoding to_setting(wire_values w) noexcept { return static_cast<value_encoding>(w); }
-constexpr index_encoding to_setting(wire_indices w) noexcept { return static_cast<index_encoding>(w); }
-
 inline constexpr std::size_t message_header_bytes = 32;
 inline constexpr std::uint8_t message_version = 1;
 inline constexpr std::uint16_t max_qsgd_levels = 32767;
 
-inline const char* to_string(wire_values e) noexcept {
-  switch (e) {
-    case wire_values::f64: return "fp64";
-    case wire_values::f32: return "fp32";
-    case wire_values::f16: return "fp16";
-    case wire_values::bf16: return "bf16";
-    case wire_values::i8: return "int8";
-    case wire_values::sign: return "sign";
-    case wire_values::qsgd: return "qsgd";
-  }
-  return "?";
-}
-
-inline const char* to_string(wire_indices e) noexcept {
-  switch (e) {
-    case wire_indices::dense: return "dense";
-    case wire_indices::raw_u32: return "u32";
-    case wire_indices::delta_varint: return "varint";
-    case wire_indices::seeded: return "seeded";
-  }
-  return "?";
-}
-
 inline const char* to_string(value_encoding e) noexcept {
-  if (e == value_encoding::native) return "native";
-  const auto w = to_wire(e);
-  return w ? to_string(*w) : "?";
+  switch (e) {
+    case value_encoding::native: return "native";
+    case value_encoding::f64: return "fp64";
+    case value_encoding::f32: return "fp32";
+    case value_encoding::f16: return "fp16";
+    case value_encoding::bf16: return "bf16";
+    case value_encoding::i8: return "int8";
+    case value_encoding::sign: return "sign";
+    case value_encoding::qsgd: return "qsgd";
+  }
+  return "?";
 }
 
 inline const char* to_string(index_encoding e) noexcept {
-  if (e == index_encoding::automatic) return "auto";
-  const auto w = to_wire(e);
-  return w ? to_string(*w) : "?";
+  switch (e) {
+    case index_encoding::dense: return "dense";
+    case index_encoding::raw_u32: return "u32";
+    case index_encoding::delta_varint: return "varint";
+    case index_encoding::seeded: return "seeded";
+    case index_encoding::automatic: return "auto";
+  }
+  return "?";
 }
 
 namespace detail {
@@ -142,23 +107,19 @@ constexpr unsigned qsgd_code_bits(std::uint16_t levels) noexcept {
 
 }  // namespace detail
 
-/// Bytes of the value section for `count` values in encoding e.
-constexpr std::size_t payload_bytes(wire_values e, std::uint16_t levels, std::size_t count) noexcept {
+/// Bytes of the value section for `count` values in encoding e; native counts as fp32.
+constexpr std::size_t payload_bytes(value_encoding e, std::uint16_t levels, std::size_t count) noexcept {
   switch (e) {
-    case wire_values::f64: return 8 * count;
-    case wire_values::f32: return 4 * count;
-    case wire_values::f16:
-    case wire_values::bf16: return 2 * count;
-    case wire_values::i8: return count;
-    case wire_values::sign: return (count + 7) / 8;
-    case wire_values::qsgd: return (count * detail::qsgd_code_bits(levels) + 7) / 8;
+    case value_encoding::f64: return 8 * count;
+    case value_encoding::native:
+    case value_encoding::f32: return 4 * count;
+    case value_encoding::f16:
+    case value_encoding::bf16: return 2 * count;
+    case value_encoding::i8: return count;
+    case value_encoding::sign: return (count + 7) / 8;
+    case value_encoding::qsgd: return (count * detail::qsgd_code_bits(levels) + 7) / 8;
   }
   return 0;
-}
-
-/// The same for a setting; native counts as fp32, as it did before the wire enums existed.
-constexpr std::size_t payload_bytes(value_encoding e, std::uint16_t levels, std::size_t count) noexcept {
-  return payload_bytes(to_wire(e).value_or(wire_values::f32), levels, count);
 }
 
 namespace detail {
@@ -171,8 +132,8 @@ static_assert(std::endian::native == std::endian::little,
 
 /// The fixed 32-byte header, decoded.
 struct wire_header {
-  wire_indices indices = wire_indices::dense;
-  wire_values values = wire_values::f32;
+  index_encoding indices = index_encoding::dense;
+  value_encoding values = value_encoding::f32;
   std::uint16_t levels = 0;
   std::uint32_t dim = 0;
   std::uint32_t count = 0;
@@ -189,22 +150,27 @@ struct throw_decode_error {
   [[noreturn]] void operator()(const std::string& what, std::size_t at) const { throw decode_error(what, at); }
 };
 
-/// Check the encoding bytes of a header (index encoding at byte 5, value encoding at byte 6).
+/// Check the encoding bytes of a header (index encoding at byte 5, value encoding at byte 6): wire
+/// encodings only, never the settings automatic (255) and native (0).
 template <class Fail>
 void check_encodings(unsigned ie, unsigned ve, Fail&& fail) {
+  if (ie == static_cast<unsigned>(index_encoding::automatic))
+    fail("index encoding 255 (auto) is a compressor setting, not a wire encoding", 5);
   if (ie > 3) fail("unknown index encoding " + std::to_string(ie), 5);
-  if (ve < 1 || ve > 7) fail("unknown value encoding " + std::to_string(ve), 6);
+  if (ve == static_cast<unsigned>(value_encoding::native))
+    fail("value encoding 0 (native) is a compressor setting, not a wire encoding", 6);
+  if (ve > 7) fail("unknown value encoding " + std::to_string(ve), 6);
 }
 
 /// Check the fields of a header against each other: levels for the value encoding, count <= dim,
 /// count == dim when dense, a finite scale >= 0.
 template <class Fail>
 void check_header_fields(const wire_header& h, Fail&& fail) {
-  const bool qsgd = h.values == wire_values::qsgd;
+  const bool qsgd = h.values == value_encoding::qsgd;
   if (qsgd ? (h.levels == 0 || h.levels > max_qsgd_levels) : h.levels != 0)
     fail("levels " + std::to_string(h.levels) + " invalid for value encoding " + to_string(h.values), 8);
   if (h.count > h.dim) fail("count " + std::to_string(h.count) + " exceeds dim " + std::to_string(h.dim), 16);
-  if (h.indices == wire_indices::dense && h.count != h.dim)
+  if (h.indices == index_encoding::dense && h.count != h.dim)
     fail("dense message with count " + std::to_string(h.count) + " != dim " + std::to_string(h.dim), 16);
   if (!std::isfinite(h.scale) || h.scale < 0.0f) fail("scale is negative or not finite", 24);
 }
@@ -259,8 +225,8 @@ inline wire_header read_header(std::span<const std::byte> buf) {
   if (p[7] != std::byte{0} || get_u16(p + 10) != 0)
     throw decode_error("reserved header bytes are not zero", 7);
   wire_header h;
-  h.indices = static_cast<wire_indices>(ie);
-  h.values = static_cast<wire_values>(ve);
+  h.indices = static_cast<index_encoding>(ie);
+  h.values = static_cast<value_encoding>(ve);
   h.levels = get_u16(p + 8);
   h.dim = get_u32(p + 12);
   h.count = get_u32(p + 16);

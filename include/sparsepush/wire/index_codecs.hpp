@@ -38,12 +38,13 @@ inline std::size_t delta_varint_bytes(std::span<const std::uint32_t> idx) noexce
 }
 
 /// Bytes of the index section of idx in encoding e.
-inline std::size_t index_section_bytes(wire_indices e, std::span<const std::uint32_t> idx) noexcept {
+inline std::size_t index_section_bytes(index_encoding e, std::span<const std::uint32_t> idx) noexcept {
   switch (e) {
-    case wire_indices::raw_u32: return 4 * idx.size();
-    case wire_indices::delta_varint: return delta_varint_bytes(idx);
-    case wire_indices::dense: return 0;
-    case wire_indices::seeded: return seeded_index_bytes;
+    case index_encoding::raw_u32: return 4 * idx.size();
+    case index_encoding::delta_varint: return delta_varint_bytes(idx);
+    case index_encoding::dense: return 0;
+    case index_encoding::seeded: return seeded_index_bytes;
+    case index_encoding::automatic: break;  // never travels: encode() refuses it
   }
   return 0;
 }
@@ -127,18 +128,19 @@ inline void read_delta_varint(const wire_header& h, const std::byte* q, std::siz
 }
 
 /// Write the index section of idx in encoding e at q (key: a seeded section's); returns its end.
-inline std::byte* write_indices(wire_indices e, std::span<const std::uint32_t> idx, std::byte* q,
+inline std::byte* write_indices(index_encoding e, std::span<const std::uint32_t> idx, std::byte* q,
                                 const index_stream_key& key = {}) noexcept {
   switch (e) {
-    case wire_indices::raw_u32: return write_raw_u32(idx, q);
-    case wire_indices::delta_varint: return write_delta_varint(idx, q);
-    case wire_indices::dense: return q;
-    case wire_indices::seeded:
+    case index_encoding::raw_u32: return write_raw_u32(idx, q);
+    case index_encoding::delta_varint: return write_delta_varint(idx, q);
+    case index_encoding::dense: return q;
+    case index_encoding::seeded:
       put_u32(q, static_cast<std::uint32_t>(key.seed));
       put_u32(q + 4, static_cast<std::uint32_t>(key.seed >> 32));
       put_u32(q + 8, key.node);
       put_u32(q + 12, key.round);
       return q + seeded_index_bytes;
+    case index_encoding::automatic: break;  // never travels: encode() refuses it
   }
   return q;
 }
@@ -158,13 +160,14 @@ inline index_stream_key read_seeded(const wire_header& h, const std::byte* q, st
 /// Read the index section that follows the header of a buffer into out (cleared when dense).
 inline void read_indices(const wire_header& h, const std::byte* q, std::vector<std::uint32_t>& out) {
   switch (h.indices) {
-    case wire_indices::seeded: read_seeded(h, q, out); return;
-    case wire_indices::dense:
+    case index_encoding::seeded: read_seeded(h, q, out); return;
+    case index_encoding::dense:
       if (h.index_bytes != 0) throw decode_error("dense message with an index section", 20);
       out.clear();
       return;
-    case wire_indices::raw_u32: return read_raw_u32(h, q, message_header_bytes, out);
-    case wire_indices::delta_varint: return read_delta_varint(h, q, message_header_bytes, out);
+    case index_encoding::raw_u32: return read_raw_u32(h, q, message_header_bytes, out);
+    case index_encoding::delta_varint: return read_delta_varint(h, q, message_header_bytes, out);
+    case index_encoding::automatic: break;  // read_header refused it
   }
 }
 

@@ -183,16 +183,17 @@ float write_qsgd_dense(std::byte* p, std::size_t bytes, std::size_t n, std::uint
 /// Write n values in encoding e (with `levels` for qsgd) into the zeroed p; returns the scale.
 /// index_at(j) is the coordinate of value j (qsgd keys its randomness by it).
 template <tensor_element T, class Get, class At>
-float write_values(wire_values e, std::uint16_t levels, std::size_t n, Get&& v_at, At&& index_at,
+float write_values(value_encoding e, std::uint16_t levels, std::size_t n, Get&& v_at, At&& index_at,
                    const context& ctx, std::byte* p) noexcept {
   switch (e) {
-    case wire_values::f64: write_f64(p, n, v_at); return 0.0f;
-    case wire_values::f32: write_f32(p, n, v_at); return 0.0f;
-    case wire_values::f16: write_f16(p, n, v_at); return 0.0f;
-    case wire_values::bf16: write_bf16(p, n, v_at); return 0.0f;
-    case wire_values::i8: return write_i8<T>(p, n, v_at);
-    case wire_values::sign: return write_sign<T>(p, n, v_at);
-    case wire_values::qsgd: return write_qsgd<T>(p, n, levels, v_at, index_at, ctx);
+    case value_encoding::f64: write_f64(p, n, v_at); return 0.0f;
+    case value_encoding::f32: write_f32(p, n, v_at); return 0.0f;
+    case value_encoding::f16: write_f16(p, n, v_at); return 0.0f;
+    case value_encoding::bf16: write_bf16(p, n, v_at); return 0.0f;
+    case value_encoding::i8: return write_i8<T>(p, n, v_at);
+    case value_encoding::sign: return write_sign<T>(p, n, v_at);
+    case value_encoding::qsgd: return write_qsgd<T>(p, n, levels, v_at, index_at, ctx);
+    case value_encoding::native: break;  // never travels: value_codec resolves it first
   }
   return 0.0f;
 }

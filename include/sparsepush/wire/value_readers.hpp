@@ -33,7 +33,7 @@ inline std::uint32_t read_bits(const std::byte* p, std::size_t bit, unsigned bit
 
 /// A message's value section as a reader needs it.
 struct value_view {
-  wire_values encoding = wire_values::f32;
+  value_encoding encoding = value_encoding::f32;
   std::uint16_t levels = 0;
   float scale = 0.0f;
   const std::byte* data = nullptr;
@@ -91,13 +91,14 @@ T read_qsgd(const std::byte* p, std::size_t j, std::uint16_t levels, float scale
 template <tensor_element T>
 T read_value(const value_view& s, std::size_t j) noexcept {
   switch (s.encoding) {
-    case wire_values::f64: return static_cast<T>(read_f64(s.data, j));
-    case wire_values::f32: return static_cast<T>(read_f32(s.data, j));
-    case wire_values::f16: return static_cast<T>(read_f16(s.data, j));
-    case wire_values::bf16: return static_cast<T>(read_bf16(s.data, j));
-    case wire_values::i8: return read_i8<T>(s.data, j, s.scale);
-    case wire_values::sign: return read_sign<T>(s.data, j, s.scale);
-    case wire_values::qsgd: return read_qsgd<T>(s.data, j, s.levels, s.scale);
+    case value_encoding::f64: return static_cast<T>(read_f64(s.data, j));
+    case value_encoding::f32: return static_cast<T>(read_f32(s.data, j));
+    case value_encoding::f16: return static_cast<T>(read_f16(s.data, j));
+    case value_encoding::bf16: return static_cast<T>(read_bf16(s.data, j));
+    case value_encoding::i8: return read_i8<T>(s.data, j, s.scale);
+    case value_encoding::sign: return read_sign<T>(s.data, j, s.scale);
+    case value_encoding::qsgd: return read_qsgd<T>(s.data, j, s.levels, s.scale);
+    case value_encoding::native: break;  // never travels
   }
   return T(0);
 }
@@ -109,29 +110,30 @@ void check_values(const wire_header& h, const std::byte* p, std::size_t off, Fai
   auto bad_value = [&](std::size_t j, const char* why) { fail("value " + std::to_string(j) + " " + why, off); };
   const value_view s{h.values, h.levels, h.scale, p};
   switch (h.values) {
-    case wire_values::f64:
-    case wire_values::f32:
-    case wire_values::f16:
-    case wire_values::bf16:
+    case value_encoding::f64:
+    case value_encoding::f32:
+    case value_encoding::f16:
+    case value_encoding::bf16:
       for (std::uint32_t j = 0; j < h.count; ++j)
         if (!std::isfinite(read_value<double>(s, j))) bad_value(j, "is not finite");
       break;
-    case wire_values::i8:
+    case value_encoding::i8:
       for (std::uint32_t j = 0; j < h.count; ++j)
         if (static_cast<std::int8_t>(p[j]) == -128) bad_value(j, "is int8 -128");
       break;
-    case wire_values::qsgd: {
+    case value_encoding::qsgd: {
       const unsigned bits = qsgd_code_bits(h.levels);
       for (std::uint32_t j = 0; j < h.count; ++j)
         if ((read_bits(p, std::size_t{j} * bits, bits) >> 1) > h.levels)
           bad_value(j, "has a level above the message's levels");
       break;
     }
-    case wire_values::sign: break;
+    case value_encoding::sign:
+    case value_encoding::native: break;  // native: check_encodings refused it
   }
   const std::size_t pb = h.value_bytes();
-  const std::size_t used_bits = h.values == wire_values::sign   ? std::size_t{h.count}
-                                : h.values == wire_values::qsgd ? std::size_t{h.count} * qsgd_code_bits(h.levels)
+  const std::size_t used_bits = h.values == value_encoding::sign   ? std::size_t{h.count}
+                                : h.values == value_encoding::qsgd ? std::size_t{h.count} * qsgd_code_bits(h.levels)
                                                                 : 8 * pb;
   if (used_bits < 8 * pb && read_bits(p, used_bits, static_cast<unsigned>(8 * pb - used_bits)) != 0)
     fail("padding bits of the value section are not zero", off + pb - 1);
