@@ -247,15 +247,7 @@ TEST_CASE("bad inputs to a group are errors and leave every node as it was", "[g
   loopback_network net(4);
   const auto s = parse_schedule("exponential", 4);
   g.round(s, top_k{k_spec::count(10)}, net, 0);
-  auto snapshot = [&] {
-    std::vector<vec> out;
-    for (std::size_t i = 0; i < 4; ++i) {
-      out.emplace_back(g.x(i).begin(), g.x(i).end());
-      out.back().push_back(g.u(i));
-      out.back().insert(out.back().end(), g.residual(i).begin(), g.residual(i).end());
-    }
-    return out;
-  };
+  auto snapshot = [&] { return test::group_state(g); };
   const auto before = snapshot();
   const auto bytes = net.total_bytes();
   REQUIRE_THROWS_WITH(g.round(parse_schedule("exponential", 5), top_k{k_spec::count(10)}, net, 1),

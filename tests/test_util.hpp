@@ -47,4 +47,16 @@ double norm2sq(const std::vector<T>& v) {
   return s;
 }
 
+/// Every node's x, u and e of a push-sum group, in double: what the strong guarantee keeps.
+template <class Group>
+std::vector<std::vector<double>> group_state(const Group& g) {
+  std::vector<std::vector<double>> out;
+  for (std::size_t i = 0; i < g.num_nodes(); ++i) {
+    out.emplace_back(g.x(i).begin(), g.x(i).end());
+    out.back().push_back(g.u(i));
+    out.back().insert(out.back().end(), g.residual(i).begin(), g.residual(i).end());
+  }
+  return out;
+}
+
 }  // namespace test

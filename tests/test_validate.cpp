@@ -150,15 +150,7 @@ TEMPLATE_TEST_CASE("a user compressor's malformed message throws before any node
     push_sum_group<vec> g(x0, {0.5, true, 2});
     loopback_network net(n);
     g.round(s, good, net, 0);  // residuals and weights away from their start
-    auto snapshot = [&] {
-      std::vector<std::vector<double>> out;
-      for (std::size_t i = 0; i < n; ++i) {
-        out.emplace_back(g.x(i).begin(), g.x(i).end());
-        out.back().push_back(g.u(i));
-        out.back().insert(out.back().end(), g.residual(i).begin(), g.residual(i).end());
-      }
-      return out;
-    };
+    auto snapshot = [&] { return test::group_state(g); };
     const auto before = snapshot();
     const auto bytes = net.total_bytes();
     for (const auto& c : flaw_cases) {
