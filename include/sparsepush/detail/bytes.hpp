@@ -4,6 +4,7 @@
 // the cheap fingerprint of settings strings and byte buffers.
 #pragma once
 
+#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,9 @@ inline void put_u64(std::byte* p, std::uint64_t v) noexcept { store_le(p, v); }
 inline std::uint16_t get_u16(const std::byte* p) noexcept { return load_le<std::uint16_t>(p); }
 inline std::uint32_t get_u32(const std::byte* p) noexcept { return load_le<std::uint32_t>(p); }
 inline std::uint64_t get_u64(const std::byte* p) noexcept { return load_le<std::uint64_t>(p); }
+/// A double as the little-endian bytes of its bits (envelope shares and weights, checkpoints).
+inline void put_f64(std::byte* p, double v) noexcept { store_le(p, std::bit_cast<std::uint64_t>(v)); }
+inline double get_f64(const std::byte* p) noexcept { return std::bit_cast<double>(load_le<std::uint64_t>(p)); }
 
 inline constexpr std::uint64_t fnv1a_offset = 14695981039346656037ull;
 inline constexpr std::uint64_t fnv1a_prime = 1099511628211ull;

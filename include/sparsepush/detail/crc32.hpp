@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <span>
 
+#include "bytes.hpp"
+
 namespace sparsepush {
 inline namespace v0 {
 namespace detail {
@@ -31,10 +33,7 @@ inline std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::byte> 
   std::size_t i = 0;
   const std::size_t n = bytes.size();
   for (; i + 4 <= n; i += 4) {
-    c ^= std::to_integer<std::uint32_t>(bytes[i]) |
-         (std::to_integer<std::uint32_t>(bytes[i + 1]) << 8) |
-         (std::to_integer<std::uint32_t>(bytes[i + 2]) << 16) |
-         (std::to_integer<std::uint32_t>(bytes[i + 3]) << 24);
+    c ^= load_le<std::uint32_t>(bytes.data() + i);
     c = t[3][c & 0xFFu] ^ t[2][(c >> 8) & 0xFFu] ^ t[1][(c >> 16) & 0xFFu] ^ t[0][c >> 24];
   }
   for (; i < n; ++i) c = t[0][(c ^ std::to_integer<std::uint32_t>(bytes[i])) & 0xFFu] ^ (c >> 8);

@@ -96,17 +96,6 @@ class network_endpoint {
   std::uint32_t node_;
 };
 
-namespace detail {
-inline void put_f64(std::byte* p, double v) noexcept {
-  const auto bits = std::bit_cast<std::uint64_t>(v);
-  put_u32(p, static_cast<std::uint32_t>(bits));
-  put_u32(p + 4, static_cast<std::uint32_t>(bits >> 32));
-}
-inline double get_f64(const std::byte* p) noexcept {
-  return std::bit_cast<double>(std::uint64_t{get_u32(p)} | (std::uint64_t{get_u32(p + 4)} << 32));
-}
-}  // namespace detail
-
 /// The header of an encoded envelope.
 struct envelope_header {
   std::uint32_t from = 0;

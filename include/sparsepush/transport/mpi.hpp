@@ -56,15 +56,8 @@ struct mpi_timing {
   double decode = 0;   ///< decode_envelope (validation, CRC) of received frames
 };
 
-/// FNV-1a 64 of a settings string: what agree() compares across ranks.
-inline std::uint64_t settings_hash(std::string_view s) noexcept {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+/// FNV-1a 64 of a settings string (detail/bytes.hpp): what agree() compares across ranks.
+inline std::uint64_t settings_hash(std::string_view s) noexcept { return detail::fnv1a(s); }
 
 class mpi_network;
 
