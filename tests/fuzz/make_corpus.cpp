@@ -83,7 +83,7 @@ void decode_seeds() {
       }
       const auto v = vector_of(d, seed++);
       message m;
-      c.compress<float>(std::span<const float>(v), m, ctx);
+      sparsepush::compress(c, std::span<const float>(v), m, ctx);
       const std::string name = std::string(spec) + "-d" + std::to_string(d);
       const auto bytes = encode(m);
       save("decode", name + ".msg", bytes);
