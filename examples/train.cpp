@@ -403,9 +403,9 @@ int main(int argc, char** argv) {
     bool on;
     ~mpi_session() { if (on) MPI_Finalize(); }
   } session{mpi && MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS};
-  if (session.on) MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (session.on) { MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &ranks); }
   auto fail = [&](int code) {  // under MPI a failure stops every rank (the others could wait in a collective)
-    if (session.on && ranks > 1) std::fflush(stderr), MPI_Abort(MPI_COMM_WORLD, code);
+    if (session.on && ranks > 1) { std::fflush(stderr); MPI_Abort(MPI_COMM_WORLD, code); }
     return code;
   };
 #else
