@@ -143,16 +143,16 @@ void check(train_config& c, const CLI::App& app, bool mpi, bool root) {
         : " sends no messages"));
   if (!c.plot.empty() && c.log.empty()) throw sp::config_error("--plot needs --log (the plot is drawn from the CSV log)");
   if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
-  sp::parse_compressor(c.compressor);
-  if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : sp::default_eta(sp::parse_compressor(c.compressor));
+  const auto comp = sp::parse_compressor(c.compressor);  // a bad spec is a config_error now
+  if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : sp::default_eta(comp);
   for (const char* option : {"--final-compressor", "--final-eta", "--final-tolerance"})
     if (c.algorithm != "scsp" && app.count(option) > 0)
       throw sp::config_error(std::string(option) + " sets SCSP's final rounds; --algorithm " + c.algorithm + " has none (use --algorithm scsp)");
   if (c.algorithm == "scsp") {
-    sp::parse_compressor(c.final_compressor);
-    if (c.final_eta < 0) c.final_eta = sp::default_eta(sp::parse_compressor(c.final_compressor));
+    const auto final_comp = sp::parse_compressor(c.final_compressor);
+    if (c.final_eta < 0) c.final_eta = sp::default_eta(final_comp);
     if (!(c.final_eta > 0 && c.final_eta <= 1)) throw sp::config_error("--final-eta must be in (0, 1]");
-    if (c.final_rounds == "auto" && !sp::whole_model_values(sp::parse_compressor(c.final_compressor)))
+    if (c.final_rounds == "auto" && !sp::whole_model_values(final_comp))
       throw sp::config_error("--final-rounds auto counts rounds that send whole models (identity, or identity+fp16, +bf16 or +int8); "
                              "--final-compressor " + c.final_compressor + " mixes more slowly than the schedule shows: give --final-rounds N");
     if (c.final_rounds != "auto" && app.count("--final-tolerance") > 0)
@@ -206,8 +206,11 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
   const auto train_rounds = static_cast<std::uint32_t>(want);
   std::uint32_t final_rounds = 0;  // SCSP: the count given, or the fewest exact rounds within --final-tolerance
   sp::final_rounds_plan plan;
+  const auto sched = sp::parse_schedule(c.schedule, n, c.seed);
+  auto comp = sp::parse_compressor(c.compressor);
+  const auto final_comp = sp::parse_compressor(c.final_compressor);
   if (scsp && c.final_rounds == "auto") {
-    plan = sp::final_rounds_for(sp::parse_schedule(c.schedule, n, c.seed), train_rounds, c.final_tolerance, 100000, c.final_eta);
+    plan = sp::final_rounds_for(sched, train_rounds, c.final_tolerance, 100000, c.final_eta);
     final_rounds = plan.rounds;
   } else if (scsp) {
     final_rounds = static_cast<std::uint32_t>(std::stoull(c.final_rounds));
@@ -316,7 +319,7 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
                 c.eta, c.model.c_str(), d, c.dirichlet > 0 ? "dirichlet" : "skew", c.dirichlet > 0 ? c.dirichlet : c.skew, rounds, epochs, c.batch);
     if (scsp) {
       std::printf("sparsepush-train: SCSP's last %u rounds gossip with %s, eta %g", final_rounds, c.final_compressor.c_str(), c.final_eta);
-      const auto v = sp::whole_model_values(sp::parse_compressor(c.final_compressor)).value_or(sp::value_encoding::native);
+      const auto v = sp::whole_model_values(final_comp).value_or(sp::value_encoding::native);
       const char* rounding = v == sp::value_encoding::native || v == sp::value_encoding::f32 || v == sp::value_encoding::f64
                                  ? "" : ", before the values' rounding";  // a value encoding below the model's precision
       if (c.final_rounds != "auto") std::printf("\n");
@@ -328,7 +331,6 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
   std::vector<std::vector<float>> x0(local, std::vector<float>(d));
   net.init(x0[0], c.seed);
   std::fill(x0.begin() + 1, x0.end(), x0[0]);
-  const auto sched = sp::parse_schedule(c.schedule, n, c.seed);
   using net_t = std::conditional_t<std::is_void_v<Net>, sp::loopback_network, Net>;
   using alg_args = sp::any_compressor;
   sp::train_result res;
@@ -338,14 +340,13 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
     sp::centralized<float> alg(x0[0], n, c.threads);
     res = tr.run(alg);
   } else if (c.algorithm == "choco") {
-    const sp::choco_options co{.consensus_step = c.consensus_step, .compressor = sp::parse_compressor(c.compressor),
+    const sp::choco_options co{.consensus_step = c.consensus_step, .compressor = comp,
                                .threads = c.threads, .seed = c.seed};
     std::apply([&](auto&... on) {
       sp::choco<float, alg_args, sp::any_schedule, net_t> alg(std::move(x0), sched, on..., co);
       res = tr.run(alg);
     }, nets);
   } else {
-    auto comp = sp::parse_compressor(c.compressor);
     if (c.per_layer) {  // top-K over each layer's parameters
       const auto* tk = std::get_if<sp::top_k>(&comp.get());
       if (!tk) throw sp::config_error("--per-layer needs a top-k compressor, got " + c.compressor);
@@ -356,7 +357,7 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
       if (per.segments.empty() || per.segments.front() != 0) per.segments.insert(per.segments.begin(), 0);
       comp = per;
     }
-    const auto phases = scsp ? sp::scsp_phases(comp, c.eta, train_rounds, sp::parse_compressor(c.final_compressor), c.final_eta, final_rounds)
+    const auto phases = scsp ? sp::scsp_phases(comp, c.eta, train_rounds, final_comp, c.final_eta, final_rounds)
                              : sp::sparse_push_phases(comp, c.eta);
     const sp::sparse_push_options so{.threads = c.threads, .seed = c.seed,
                                      .network = {.drop_probability = c.drop_probability, .seed = c.seed},

@@ -13,7 +13,9 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "../algorithm/trainer.hpp"
@@ -37,44 +39,41 @@ template <tensor_element T>
 using accuracy_function = std::function<double(std::size_t worker, std::span<const T> model)>;
 
 namespace detail {
-/// The averaged model sum_i xh_i / n (in T, summed in node order across the processes) and the
-/// parameter divergence (1/n) sum_i || xh_i - mean ||_2 (mean in double) of every node.
+/// Throw unless `alg` runs the nodes `group` places in this process (`where`: who asks).
+template <class A, process_group G>
+void check_layout(const A& alg, const G& group, const char* where) {
+  if (alg.num_nodes() != group.local_nodes())
+    throw config_error(std::string(where) + ": the algorithm runs " + std::to_string(alg.num_nodes()) +
+                       " nodes here, the process group places " + std::to_string(group.local_nodes()));
+}
+
+/// The averaged model sum_i xh_i / n (in T, summed in node order across the processes) into
+/// avg, and the parameter divergence (1/n) sum_i || xh_i - mean ||_2 (mean in double) of every
+/// node. The layout is the caller's to check.
 template <tensor_element T, class A, process_group G>
 double averaged_model(const A& alg, G& group, std::vector<T>& avg) {
   const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
-  if (ln != group.local_nodes())
-    throw config_error("the algorithm runs " + std::to_string(ln) + " nodes here, the process group places " +
-                       std::to_string(group.local_nodes()));
-  avg.assign(d, T(0));
-  std::vector<double> sum(d, 0.0);
   // sum_i xh_i / n in T (the averaged model) and sum_i xh_i in double (the divergence's mean),
-  // both in node order across the processes
+  // both in node order across the processes; a double model's two sums travel as one buffer
+  std::vector<float> avg_f(std::is_same_v<T, float> ? d : 0);
+  std::vector<double> sums(std::is_same_v<T, float> ? d : 2 * d, 0.0);
+  std::span<T> acc;
+  if constexpr (std::is_same_v<T, float>) acc = avg_f;
+  else acc = std::span<double>(sums).subspan(d);
+  const std::span<double> sum = std::span<double>(sums).first(d);
   {
     std::vector<T> m(d);
-    auto add = [&] {
+    group.ordered_sum(avg_f, sums, [&] {
       for (std::size_t i = 0; i < ln; ++i) {
         alg.model(i, std::span<T>(m));
         for (std::size_t l = 0; l < d; ++l) {
-          avg[l] += m[l] / static_cast<T>(n);
+          acc[l] += m[l] / static_cast<T>(n);
           sum[l] += static_cast<double>(m[l]);
         }
       }
-    };
-    if constexpr (std::is_same_v<T, float>) {
-      group.ordered_sum(std::span<float>(avg), std::span<double>(sum), add);
-    } else {  // a double model: both sums travel as doubles
-      std::vector<double> both(2 * d);
-      group.ordered_sum(std::span<float>(), std::span<double>(both), [&] {
-        std::copy(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(d), avg.begin());
-        std::copy(both.begin() + static_cast<std::ptrdiff_t>(d), both.end(), sum.begin());
-        add();
-        std::copy(avg.begin(), avg.end(), both.begin());
-        std::copy(sum.begin(), sum.end(), both.begin() + static_cast<std::ptrdiff_t>(d));
-      });
-      std::copy(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(d), avg.begin());
-      std::copy(both.begin() + static_cast<std::ptrdiff_t>(d), both.end(), sum.begin());
-    }
+    });
   }
+  avg.assign(acc.begin(), acc.end());
   for (auto& a : sum) a /= static_cast<double>(n);
   std::vector<double> norms(ln);
   {
@@ -93,6 +92,12 @@ double averaged_model(const A& alg, G& group, std::vector<T>& avg) {
   for (const double v : group.allgather(norms)) total += v;
   return total / static_cast<double>(n);
 }
+
+/// The report of round `round` with this divergence and the bytes sent by every process.
+template <class A, process_group G>
+round_report report_over(const A& alg, std::uint32_t round, double divergence, G& group) {
+  return round_report::of(round, divergence, group.sum(alg.bytes_sent()), group.sum(alg.full_precision_bytes()));
+}
 }  // namespace detail
 
 /// Evaluate the nodes of `alg` this process runs (alg.model(i, out), alg.num_nodes(), alg.dim())
@@ -100,10 +105,8 @@ double averaged_model(const A& alg, G& group, std::vector<T>& avg) {
 /// running every node. Models that are the same bits are tested once; `threads` test in parallel.
 template <tensor_element T, class A, process_group G>
 evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy) {
+  detail::check_layout(alg, group, "evaluate");
   const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
-  if (ln != group.local_nodes())
-    throw config_error("evaluate: the algorithm runs " + std::to_string(ln) + " nodes here, the process group places " +
-                       std::to_string(group.local_nodes()));
   auto hash = [](std::span<const T> m) { return detail::fnv1a(std::as_bytes(m)); };
   // each distinct model once: same_as[i] is the first local node with node i's bits
   std::vector<std::size_t> same_as(ln), distinct;
@@ -169,9 +172,10 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
 /// of evaluate(), and the bytes sent by every process.
 template <tensor_element T, class A, process_group G>
 round_report report(const A& alg, std::uint32_t round, G& group) {
+  detail::check_layout(alg, group, "report");
   std::vector<T> avg;
   const double divergence = detail::averaged_model<T>(alg, group, avg);
-  return round_report::of(round, divergence, group.sum(alg.bytes_sent()), group.sum(alg.full_precision_bytes()));
+  return detail::report_over(alg, round, divergence, group);
 }
 
 }  // namespace v0

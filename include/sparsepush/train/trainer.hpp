@@ -178,10 +178,8 @@ class trainer {
     using clock = std::chrono::steady_clock;
     train_result res;
     res.resumed_at = start_round();
+    detail::check_layout(alg, *group_, "trainer");
     const std::size_t ln = group_->local_nodes();
-    if (alg.num_nodes() != ln)
-      throw config_error("trainer: the algorithm runs " + std::to_string(alg.num_nodes()) +
-                         " nodes here, the process group places " + std::to_string(ln));
     if (res.resumed_at > 0) {
       load(alg, res.resumed_at);
       if (cb_.resumed) cb_.resumed(res.resumed_at);
@@ -214,8 +212,7 @@ class trainer {
         st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
                               [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); });
         eval_seconds_ += std::chrono::duration<double>(clock::now() - e0).count();
-        st.report = round_report::of(t, st.eval.parameter_divergence, group_->sum(alg.bytes_sent()),
-                                     group_->sum(alg.full_precision_bytes()));
+        st.report = detail::report_over(alg, t, st.eval.parameter_divergence, *group_);
         st.bytes_now = st.report.bytes_sent;
       } else if (group_->ranks() == 1) {
         st.bytes_now = alg.bytes_sent();
@@ -230,13 +227,9 @@ class trainer {
       }
     }
     group_->finish();
-    if (res.diverged) {
-      res.first_loss = first_loss_;
-      res.loss = st.loss;
-      return res;
-    }
     res.first_loss = first_loss_;
     res.loss = st.loss;
+    if (res.diverged) return res;
     res.eval = st.eval;
     res.report = st.report;
     if (res.bytes_after_training) *res.bytes_after_training = st.report.bytes_sent - *res.bytes_after_training;
