@@ -7,7 +7,11 @@
 
 #include <mpi.h>
 
+#include <functional>
+#include <limits>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../transport/mpi.hpp"
