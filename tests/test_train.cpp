@@ -4,6 +4,7 @@
 // run; CHOCO and centralized training through the trainer equal their oracle rounds bit for bit.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -328,4 +329,75 @@ TEST_CASE("trainer: the README's snippet trains and keeps the mass", "[train]") 
   CHECK(r.eval.parameter_divergence > 0.0);
   CHECK(sp::checkpoint_directory("ck").read_manifest().round == 18);
   std::filesystem::remove_all("ck");
+}
+
+TEST_CASE("trainer: every refusal names what is wrong", "[train]") {
+  sp::single_process group(6);
+  tf::backend be(6, 0, 6);
+  auto hooks = be.hooks();
+  hooks.accuracy = nullptr;
+  CHECK_THROWS_WITH((sp::trainer<double, sp::single_process>(group, settings(0.02), options(5), hooks)),
+                    Catch::Contains("local_training needs step, direction and accuracy"));
+
+  // a manifest written by another rank count, and a rank file of another round than its manifest
+  const std::string dir = temp_dir("refusals");
+  {
+    auto alg = make_sp();
+    tf::backend b(6, 0, 6);
+    sp::trainer<double, sp::single_process>(group, settings(0.02), options(12, dir), b.hooks()).run(alg);
+  }
+  const sp::checkpoint_directory ck(dir);
+  auto resume_fails_with = [&](const std::string& what) {
+    auto alg = make_sp();
+    const auto before = models_of(alg);
+    tf::backend b(6, 0, 6);
+    sp::trainer<double, sp::single_process> tr(group, settings(0.02), options(12, {}, dir), b.hooks());
+    CHECK_THROWS_WITH(tr.run(alg), Catch::Contains(what));
+    CHECK(models_of(alg) == before);
+    CHECK(b.velocity == tf::backend(6, 0, 6).velocity);  // the backend's state is not applied either
+  };
+  ck.write_manifest({10, 2, settings(0.02).text()});
+  resume_fails_with("was written by 2 rank(s), this run has 1");
+  std::filesystem::copy_file(ck.rank_file(10, 0), ck.rank_file(11, 0));
+  ck.write_manifest({11, 1, settings(0.02).text()});
+  resume_fails_with("holds another round than its manifest");
+  std::filesystem::remove_all(dir);
+
+  // report() over one process's nodes refuses an algorithm that runs a block of them
+  struct block_of_nodes {
+    std::size_t num_nodes() const { return 2; }
+    std::size_t total_nodes() const { return 6; }
+    std::size_t dim() const { return 1; }
+    std::vector<double> model(std::size_t) const { return {0.0}; }
+    void model(std::size_t, std::span<double> out) const { out[0] = 0.0; }
+    void round(std::uint32_t, const sp::gradient_oracle<double>&, double) {}
+    std::size_t state_bytes(std::size_t) const { return 0; }
+    std::size_t bytes_sent() const { return 0; }
+    std::size_t full_precision_bytes() const { return 0; }
+  };
+  CHECK_THROWS_WITH(sp::report<double>(block_of_nodes{}, 0), Catch::Contains("this process runs 2 of the 6 nodes"));
+}
+
+TEST_CASE("shard_sampler: batches cover the shard every epoch, and a checkpoint of another shard is refused",
+          "[train]") {
+  sp::shard_sampler s({5, 7, 9, 11}, 3);
+  std::vector<std::uint32_t> batch, seen;
+  for (int b = 0; b < 2; ++b) {
+    s.next_batch(2, batch);
+    seen.insert(seen.end(), batch.begin(), batch.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<std::uint32_t>{5, 7, 9, 11});  // one epoch: each sample once
+  CHECK(s.epoch == 1);
+  sp::checkpoint_writer w;
+  s.save(w);
+  const auto bytes = w.finish();
+  sp::checkpoint_reader r(bytes, "shard");
+  const auto back = sp::shard_sampler({5, 7, 9, 11}, 0).read(r);
+  CHECK(back.order == s.order);
+  CHECK(back.cursor == s.cursor);
+  sp::checkpoint_reader r2(bytes, "shard");
+  CHECK_THROWS_WITH(sp::shard_sampler({5, 7, 9, 12}, 0).read(r2), Catch::Contains("not this node's shard"));
+  sp::shard_sampler empty;
+  CHECK_THROWS_WITH(empty.next_batch(1, batch), Catch::Contains("has no samples"));
 }
