@@ -11,8 +11,11 @@
 // so summaries match an in-process run. Two-sided point-to-point only, no blocking send, no
 // collective in a round. MPI errors are returned (MPI_ERRORS_RETURN on a private duplicate of the
 // communicator) and thrown as mpi_error naming the rank, round and peer; a missing envelope
-// becomes a transport_error after a timeout. agree() checks at start that every rank runs the
-// same settings. All MPI calls of a network must come from one thread (MPI_THREAD_FUNNELED).
+// becomes a transport_error after a timeout. Every wait on other ranks has that timeout: the
+// communicator's duplication (MPI_Comm_idup), agree() and finish() here, and, through wait(), the
+// collectives of train/mpi.hpp (a stopped rank must end the job, not hang it in a collective).
+// agree() checks at start that every rank runs the same settings. All MPI calls of a network must
+// come from one thread (MPI_THREAD_FUNNELED).
 #pragma once
 
 #include <mpi.h>
@@ -20,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -38,7 +42,8 @@ class mpi_error : public transport_error {
 
 /// Settings of the MPI network.
 struct mpi_options {
-  /// How long collect() (and agree(), finish()) wait before they throw transport_error.
+  /// How long collect() (and every other wait on other ranks: the set-up, agree(), finish(),
+  /// wait(), so the collectives of train/mpi.hpp too) waits before it throws transport_error.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   /// Injected loss (accounting.hpp, loss_model): each non-self envelope is lost with this
   /// probability, keyed by (seed, round, sender, receiver) exactly as on the loopback, so an MPI
@@ -69,14 +74,19 @@ using mpi_endpoint = network_endpoint<mpi_network>;
 /// network_accounting's.
 class mpi_network : public network_accounting {
  public:
-  /// The nodes of a run of n nodes over `comm` (duplicated; MPI must be initialized).
+  /// The nodes of a run of n nodes over `comm` (duplicated, a collective call that waits at most
+  /// the timeout for the other ranks; MPI must be initialized).
   mpi_network(MPI_Comm comm, std::size_t n, mpi_options opt = {})
       : network_accounting(n, opt.drop_probability, opt.seed), opt_(opt) {
-    if (opt.timeout.count() <= 0) throw config_error("MPI timeout must be positive");
+    if (opt.timeout.count() <= 0)
+      throw config_error("MPI timeout must be positive (got " + std::to_string(opt.timeout.count()) + " ms)");
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) throw config_error("MPI is not initialized: call MPI_Init_thread before building an mpi_network");
-    check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup", -1, -1);
+    MPI_Comm_rank(comm, &rank_);  // for the messages of the duplication
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Comm_idup(comm, &comm_, &req), "MPI_Comm_idup", -1, -1);
+    wait(req, "the duplication of the network's communicator (MPI_Comm_idup; every rank must build its mpi_network)");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -133,11 +143,14 @@ class mpi_network : public network_accounting {
   /// schedule, phases, seed, compressor, ... as one string). A mismatch throws config_error on
   /// every rank, naming the ranks that differ; a rank that never arrives, transport_error.
   void agree(std::string_view settings) {
-    const std::uint64_t mine = settings_hash(settings);
-    std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
+    // members, not locals: a handshake that timed out cannot be cancelled and may still write
+    agree_mine_ = settings_hash(settings);
+    auto& all = agree_all_;
+    all.assign(static_cast<std::size_t>(size_), 0);
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req), "MPI_Iallgather", -1, -1);
-    wait_for(req, "the settings handshake");
+    check(MPI_Iallgather(&agree_mine_, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req), "MPI_Iallgather", -1,
+          -1);
+    wait(req, "the settings handshake");
     std::string differ;
     for (int r = 0; r < size_; ++r)
       if (all[static_cast<std::size_t>(r)] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
@@ -163,6 +176,27 @@ class mpi_network : public network_accounting {
       std::this_thread::yield();
     }
   }
+
+  /// Wait until the requests `reqs` (nonblocking calls on this network's communicator or one
+  /// duplicated from it) complete, at most the network's timeout: then throw transport_error
+  /// naming this rank, `what` and the timeout. The requests stay active after a throw (a
+  /// collective cannot be cancelled): their buffers must outlive them, and the communicator is
+  /// out of step, so end the job (MPI_Abort). Allocates nothing unless it throws.
+  void wait(std::span<MPI_Request> reqs, std::string_view what) {
+    const double t0 = MPI_Wtime(), limit = static_cast<double>(opt_.timeout.count()) / 1000.0;
+    for (;;) {
+      int done = 0;
+      check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall", -1, -1);
+      if (done) return;
+      if (MPI_Wtime() - t0 > limit)
+        throw transport_error("rank " + std::to_string(rank_) + ": " + std::string(what) + " did not complete within " +
+                              std::to_string(opt_.timeout.count()) + " ms (a rank is missing or stalled)");
+      std::this_thread::yield();
+    }
+  }
+  void wait(MPI_Request& req, std::string_view what) { wait(std::span<MPI_Request>(&req, 1), what); }
+  /// The timeout of every wait on other ranks.
+  std::chrono::milliseconds timeout() const noexcept { return opt_.timeout; }
 
   const mpi_timing& timing() const noexcept { return timing_; }
   void reset_timing() noexcept { timing_ = {}; }
@@ -385,19 +419,6 @@ class mpi_network : public network_accounting {
     f.clear();
     return f;
   }
-  void wait_for(MPI_Request& req, const char* what) {
-    const auto t0 = clock::now();
-    for (;;) {
-      int done = 0;
-      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test", -1, -1);
-      if (done) return;
-      if (seconds_since(t0) * 1000.0 > static_cast<double>(opt_.timeout.count()))
-        throw transport_error("rank " + std::to_string(rank_) + ": " + what + " did not complete within " +
-                              std::to_string(opt_.timeout.count()) + " ms (a rank is missing or stalled)");
-      std::this_thread::yield();
-    }
-  }
-
   mpi_options opt_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
@@ -409,6 +430,8 @@ class mpi_network : public network_accounting {
   std::size_t frames_ = 0;                     ///< frame buffers made so far (in spare_ or in flight)
   std::size_t frame_cap_ = 0;                  ///< capacity every frame buffer is kept at
   std::vector<std::byte> rx_;
+  std::uint64_t agree_mine_ = 0;  ///< agree()'s hash and the gathered hashes (see agree())
+  std::vector<std::uint64_t> agree_all_;
   struct want {
     std::uint32_t from;
     bool got = false;
