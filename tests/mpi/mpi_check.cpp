@@ -10,6 +10,12 @@
 //                                    global operator new)
 //   mpi_check fault KIND             rank 1 misbehaves at round 3 (KIND: stall, exit, round,
 //                                    settings); the other ranks must fail with a clear error
+//   mpi_check fault stop_OP          rank 1 stops calling the process group (train/mpi.hpp) while
+//                                    the others enter OP (allgather, sum, ordered_sum): they must
+//                                    throw transport_error naming OP's wait within the timeout
+//                                    (not hang), and every later call of theirs must throw too
+//   mpi_check timeout               a timeout of 0 or -5 ms is refused with config_error giving
+//                                    the value, before any MPI call
 // Prints "mpi_check: ... ok" and exits 0, or names what differed and exits 1. In the fault runs
 // a rank that catches the expected error prints it and aborts the job (exit code != 0).
 #include <algorithm>
@@ -20,6 +26,7 @@
 #include <string>
 #include <thread>
 #include <sparsepush/sparsepush.hpp>
+#include <sparsepush/train/mpi.hpp>
 #include <sparsepush/transport/mpi.hpp>
 
 #include "../alloc/counting_new.hpp"
@@ -186,7 +193,99 @@ int alloc(const std::string& alg) {
   std::abort();
 }
 
+/// A timeout that is not positive would make every wait fail at once: refused, naming the value.
+int bad_timeout() {
+  int rc = 0;
+  for (const long ms : {0L, -5L}) {
+    const std::string want = "MPI timeout must be positive (got " + std::to_string(ms) + " ms)";
+    try {
+      sp::mpi_network net(MPI_COMM_WORLD, 4, {.timeout = std::chrono::milliseconds(ms)});
+      std::printf("mpi_check: a timeout of %ld ms was accepted\n", ms);
+      rc = 1;
+    } catch (const sp::config_error& e) {
+      if (std::string(e.what()).find(want) == std::string::npos) {
+        std::printf("mpi_check: a timeout of %ld ms: '%s' lacks '%s'\n", ms, e.what(), want.c_str());
+        rc = 1;
+      }
+    }
+  }
+  if (rc == 0) std::printf("mpi_check: timeouts of 0 and -5 ms refused, naming the value: ok\n");
+  return rc;
+}
+
+/// Rank 1 calls the process group three times with the others (each result checked against what
+/// the ranks contributed), then stops calling it (sleeps past the timeout). The others, in `op`,
+/// must throw transport_error after the timeout and before the timeout + 2 s, and then refuse the
+/// next call (the ranks are out of step).
+int stop_collective(const std::string& op) {
+  const std::size_t n = 7;  // uneven blocks: 3, 2, 2 on 3 ranks
+  const auto timeout = std::chrono::milliseconds(2000);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = timeout});
+    sp::mpi_process_group g(net);
+    const std::uint32_t first = g.first_node();
+    vec mine(g.local_nodes());
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = 1.5 * double(first + i);
+    auto call = [&](std::uint32_t k) {  // one call of op; false when its result is wrong
+      if (op == "allgather") {
+        const vec all = g.allgather(mine);
+        for (std::size_t i = 0; i < n; ++i)
+          if (all.size() != n || all[i] != 1.5 * double(i)) return false;
+        return true;
+      }
+      if (op == "sum") return g.sum(std::uint64_t(rank) + k) == std::uint64_t(g.ranks()) * (g.ranks() - 1) / 2 + std::uint64_t(g.ranks()) * k;
+      std::vector<float> af(5, 0.0f);
+      vec ad(3, 0.0);
+      g.ordered_sum(af, ad, [&] {
+        for (std::uint32_t i = first; i < first + g.local_nodes(); ++i) {
+          for (auto& v : af) v += float(i);
+          for (auto& v : ad) v += double(i) + k;
+        }
+      });
+      const double want = double(n * (n - 1) / 2);  // 0 + 1 + ... + n-1, exact in float and double
+      return std::all_of(af.begin(), af.end(), [&](float v) { return v == float(want); }) &&
+             std::all_of(ad.begin(), ad.end(), [&](double v) { return v == want + double(n * k); });
+    };
+    for (std::uint32_t k = 0; k < 3; ++k)
+      if (!call(k)) {
+        std::printf("mpi_check: rank %d: %s call %u gave a wrong result\n", rank, op.c_str(), k);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    if (rank == 1) {  // stops: alive, never arriving (the job is aborted before it wakes)
+      std::this_thread::sleep_for(3 * timeout);
+      std::printf("mpi_check: rank 1 woke up: the other ranks did not end the job\n");
+      std::fflush(stdout);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    const double t0 = MPI_Wtime();
+    try {
+      call(3);
+    } catch (const sp::transport_error& e) {
+      const double s = MPI_Wtime() - t0, limit = 0.001 * double(timeout.count());
+      std::string then = "no error";
+      try {
+        call(4);
+      } catch (const sp::transport_error& e2) {
+        then = e2.what();
+      }
+      char when[160];
+      std::snprintf(when, sizeof when, " after %.2f s (%s); the next call: ", s,
+                    s >= limit && s < limit + 2 ? "within the timeout" : "NOT within the timeout");
+      fail_job(rank, (std::string(e.what()) + when + then).c_str());
+    }
+    std::printf("mpi_check: rank %d: %s returned without rank 1\n", rank, op.c_str());
+  } catch (const sp::error& e) {
+    std::printf("mpi_check: rank %d: unexpected error: %s\n", rank, e.what());
+  }
+  std::fflush(stdout);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
+}
+
 int fault(const std::string& kind) {
+  if (kind.starts_with("stop_")) return stop_collective(kind.substr(5));
   const std::size_t n = 8;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -224,7 +323,8 @@ int main(int argc, char** argv) {
   if (mode == "bits" && argc == 4) rc = bits(argv[2], std::stoul(argv[3]));
   else if (mode == "fault" && argc == 3) rc = fault(argv[2]);
   else if (mode == "alloc" && argc == 3) rc = alloc(argv[2]);
-  else std::fprintf(stderr, "usage: mpi_check bits ALGORITHM NODES | alloc ALGORITHM | fault stall|exit|round|settings\n");
+  else if (mode == "timeout" && argc == 2) rc = bad_timeout();
+  else std::fprintf(stderr, "usage: mpi_check bits ALGORITHM NODES | alloc ALGORITHM | timeout | fault stall|exit|round|settings|stop_allgather|stop_sum|stop_ordered_sum\n");
   MPI_Finalize();
   return rc;
 }

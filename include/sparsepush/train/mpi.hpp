@@ -3,6 +3,7 @@
 // sends only what the metrics need: one scalar per node (allgather), sums, and the ordered sum of
 // the models, passed from rank to rank along the ranks (each adds its nodes in node order, the
 // last broadcasts) so that every rank gets the bits one process adding every node would get.
+// Every call is nonblocking MPI waited on with the network's timeout (mpi_network::wait).
 #pragma once
 
 #include <mpi.h>
@@ -21,17 +22,30 @@ namespace sparsepush {
 inline namespace v0 {
 
 /// The ranks of an mpi_network as one process group; the network must outlive it. Construct it
-/// on every rank (it duplicates the communicator: a collective call).
+/// on every rank (it duplicates the communicator: a collective call). Every call waits at most the
+/// network's timeout (mpi_options::timeout) for the other ranks, then throws transport_error
+/// naming this rank, the operation and the timeout: a rank that stopped ends the run instead of
+/// hanging it in a collective. After such a throw the ranks are out of step (a collective cannot
+/// be cancelled): every later call throws too, and the caller should end the job (MPI_Abort).
 class mpi_process_group {
  public:
-  explicit mpi_process_group(mpi_network& net) : net_(&net) {
-    check(MPI_Comm_dup(net.comm(), &comm_), "MPI_Comm_dup");
-    const int pair[2] = {static_cast<int>(net.first_node()), static_cast<int>(net.local_nodes())};
-    std::vector<int> all(2 * static_cast<std::size_t>(net.ranks()));
-    check(MPI_Allgather(pair, 2, MPI_INT, all.data(), 2, MPI_INT, comm_), "MPI_Allgather");
-    for (int r = 0; r < net.ranks(); ++r) {
-      displs_.push_back(all[2 * static_cast<std::size_t>(r)]);
-      counts_.push_back(all[2 * static_cast<std::size_t>(r) + 1]);
+  explicit mpi_process_group(mpi_network& net) : net_(&net), gathered_(net.num_nodes()) {
+    const int r = net.rank(), last = net.ranks() - 1;
+    from_prev_ = "the averaged model's ordered sum from rank " + std::to_string(r - 1);
+    to_next_ = "the averaged model's ordered sum to rank " + std::to_string(r + 1);
+    from_last_ = "the averaged model's broadcast from rank " + std::to_string(last);
+    layout_.resize(2 * static_cast<std::size_t>(net.ranks()));
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Comm_idup(net.comm(), &comm_, &req), "MPI_Comm_idup");
+    net.wait(req, "the duplication of the process group's communicator (MPI_Comm_idup; every rank must build "
+                  "its mpi_process_group)");
+    mine_layout_[0] = static_cast<int>(net.first_node());
+    mine_layout_[1] = static_cast<int>(net.local_nodes());
+    run(MPI_Iallgather(mine_layout_, 2, MPI_INT, layout_.data(), 2, MPI_INT, comm_, &req), "MPI_Iallgather", req,
+        "the process group's exchange of node blocks");
+    for (int q = 0; q <= last; ++q) {
+      displs_.push_back(layout_[2 * static_cast<std::size_t>(q)]);
+      counts_.push_back(layout_[2 * static_cast<std::size_t>(q) + 1]);
     }
   }
   ~mpi_process_group() {
@@ -48,46 +62,76 @@ class mpi_process_group {
   std::size_t local_nodes() const noexcept { return net_->local_nodes(); }
   std::size_t total_nodes() const noexcept { return net_->num_nodes(); }
 
-  std::vector<double> allgather(std::span<const double> mine) const {
+  /// Every node's value in node order. `what` names the gather in a timeout's message.
+  std::vector<double> allgather(std::span<const double> mine,
+                                std::string_view what = "the gather of one value per node (the per-round loss gather, "
+                                                        "or an evaluation's accuracies, norms or weights)") const {
     if (mine.size() != local_nodes())
       throw size_error("allgather: " + std::to_string(mine.size()) + " values for the " +
                        std::to_string(local_nodes()) + " nodes of rank " + std::to_string(rank()));
-    std::vector<double> all(total_nodes());
-    check(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), counts_.data(),
-                         displs_.data(), MPI_DOUBLE, comm_),
-          "MPI_Allgatherv");
-    return all;
+    usable();
+    MPI_Request req = MPI_REQUEST_NULL;
+    run(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, gathered_.data(), counts_.data(),
+                        displs_.data(), MPI_DOUBLE, comm_, &req),
+        "MPI_Iallgatherv", req, what);
+    return gathered_;
   }
-  std::uint64_t sum(std::uint64_t v) const {
-    unsigned long long mine = v, all = 0;
-    check(MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_), "MPI_Allreduce");
-    return all;
+  std::uint64_t sum(std::uint64_t v, std::string_view what = "the sum over the ranks (of a byte count)") const {
+    usable();
+    sum_in_ = v;
+    MPI_Request req = MPI_REQUEST_NULL;
+    run(MPI_Iallreduce(&sum_in_, &sum_out_, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_, &req), "MPI_Iallreduce", req, what);
+    return sum_out_;
   }
-  double broadcast(double v) const {
-    check(MPI_Bcast(&v, 1, MPI_DOUBLE, 0, comm_), "MPI_Bcast");
-    return v;
+  double broadcast(double v, std::string_view what = "the broadcast of rank 0's value (the averaged model's accuracy)") const {
+    usable();
+    bcast_d_ = v;
+    MPI_Request req = MPI_REQUEST_NULL;
+    run(MPI_Ibcast(&bcast_d_, 1, MPI_DOUBLE, 0, comm_, &req), "MPI_Ibcast", req, what);
+    return bcast_d_;
   }
-  std::uint32_t broadcast(std::uint32_t v) const {
-    check(MPI_Bcast(&v, 1, MPI_UINT32_T, 0, comm_), "MPI_Bcast");
-    return v;
+  std::uint32_t broadcast(std::uint32_t v, std::string_view what = "the broadcast of rank 0's round (resume)") const {
+    usable();
+    bcast_u_ = v;
+    MPI_Request req = MPI_REQUEST_NULL;
+    run(MPI_Ibcast(&bcast_u_, 1, MPI_UINT32_T, 0, comm_, &req), "MPI_Ibcast", req, what);
+    return bcast_u_;
   }
   /// Rank r takes the sums from rank r - 1, adds its nodes, passes them on; the last rank's sums
-  /// reach every rank. Each rank sends the d values once (plus the broadcast).
+  /// reach every rank. Each rank sends the d values once (plus the broadcast). The order of the
+  /// additions is fixed by the ranks, never by timing: the bits do not depend on the waits.
   void ordered_sum(std::span<float> af, std::span<double> ad, const std::function<void()>& add) const {
+    usable();
     const int r = rank(), last = ranks() - 1;
+    const int nf = count(af.size()), nd = count(ad.size());
+    MPI_Request two[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     if (r > 0) {
-      check(MPI_Recv(af.data(), count(af.size()), MPI_FLOAT, r - 1, 0, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
-      check(MPI_Recv(ad.data(), count(ad.size()), MPI_DOUBLE, r - 1, 1, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+      check(MPI_Irecv(af.data(), nf, MPI_FLOAT, r - 1, 0, comm_, &two[0]), "MPI_Irecv");
+      check_or_cancel(MPI_Irecv(ad.data(), nd, MPI_DOUBLE, r - 1, 1, comm_, &two[1]), "MPI_Irecv", two);
+      wait_or_cancel(two, from_prev_);
     }
     add();
     if (r < last) {
-      check(MPI_Send(af.data(), count(af.size()), MPI_FLOAT, r + 1, 0, comm_), "MPI_Send");
-      check(MPI_Send(ad.data(), count(ad.size()), MPI_DOUBLE, r + 1, 1, comm_), "MPI_Send");
+      check(MPI_Isend(af.data(), nf, MPI_FLOAT, r + 1, 0, comm_, &two[0]), "MPI_Isend");
+      check_or_cancel(MPI_Isend(ad.data(), nd, MPI_DOUBLE, r + 1, 1, comm_, &two[1]), "MPI_Isend", two);
+      wait_or_cancel(two, to_next_);
     }
-    check(MPI_Bcast(af.data(), count(af.size()), MPI_FLOAT, last, comm_), "MPI_Bcast");
-    check(MPI_Bcast(ad.data(), count(ad.size()), MPI_DOUBLE, last, comm_), "MPI_Bcast");
+    check(MPI_Ibcast(af.data(), nf, MPI_FLOAT, last, comm_, &two[0]), "MPI_Ibcast");
+    if (const int rc = MPI_Ibcast(ad.data(), nd, MPI_DOUBLE, last, comm_, &two[1]); rc != MPI_SUCCESS) {
+      broken_ = from_last_;  // the first broadcast is posted: the ranks are out of step
+      check(rc, "MPI_Ibcast");
+    }
+    wait(two, from_last_);
   }
-  void agree(std::string_view text) { net_->agree(text); }
+  void agree(std::string_view text) {
+    usable();
+    try {
+      net_->agree(text);
+    } catch (const transport_error&) {
+      broken_ = "the settings handshake";
+      throw;
+    }
+  }
   void finish() { net_->finish(); }
 
  private:
@@ -97,13 +141,67 @@ class mpi_process_group {
     return static_cast<int>(n);
   }
   void check(int rc, const char* call) const {
-    if (rc != MPI_SUCCESS)
-      throw mpi_error(std::string(call) + " failed on rank " + std::to_string(net_->rank()) + " (MPI error " +
-                      std::to_string(rc) + ")");
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw mpi_error(std::string(call) + " failed on rank " + std::to_string(net_->rank()) + ": " +
+                    std::string(text, static_cast<std::size_t>(len)));
   }
+  /// A collective left behind (timed out) on this rank: the next one would be matched with
+  /// another rank's earlier one, so none is started.
+  void usable() const {
+    if (!broken_.empty())
+      throw transport_error("rank " + std::to_string(rank()) + ": the MPI process group is out of step since " +
+                            broken_ + " timed out; end the job (MPI_Abort)");
+  }
+  /// Start a collective (rc) and wait for it, at most the timeout.
+  void run(int rc, const char* call, MPI_Request& req, std::string_view what) const {
+    check(rc, call);
+    wait(std::span<MPI_Request>(&req, 1), what);
+  }
+  void wait(std::span<MPI_Request> reqs, std::string_view what) const {
+    try {
+      net_->wait(reqs, what);
+    } catch (const transport_error&) {
+      broken_ = what;
+      throw;
+    }
+  }
+  /// Point-to-point requests can be cancelled: one that timed out no longer writes into (or
+  /// reads) the caller's buffers once this returns.
+  void cancel(std::span<MPI_Request> reqs) const {
+    for (auto& q : reqs)
+      if (q != MPI_REQUEST_NULL) {
+        MPI_Cancel(&q);
+        MPI_Request_free(&q);
+      }
+  }
+  void check_or_cancel(int rc, const char* call, std::span<MPI_Request> reqs) const {
+    if (rc != MPI_SUCCESS) cancel(reqs);
+    check(rc, call);
+  }
+  void wait_or_cancel(std::span<MPI_Request> reqs, std::string_view what) const {
+    try {
+      wait(reqs, what);
+    } catch (const transport_error&) {
+      cancel(reqs);
+      throw;
+    }
+  }
+
   mpi_network* net_;
   MPI_Comm comm_ = MPI_COMM_NULL;
-  std::vector<int> counts_, displs_;
+  std::vector<int> counts_, displs_, layout_;
+  int mine_layout_[2] = {0, 0};
+  std::string from_prev_, to_next_, from_last_;  ///< ordered_sum's waits, named once
+  // The buffers of the collectives are members, not locals: one that timed out cannot be
+  // cancelled and may still be written when the late rank arrives.
+  mutable std::vector<double> gathered_;
+  mutable unsigned long long sum_in_ = 0, sum_out_ = 0;
+  mutable double bcast_d_ = 0;
+  mutable std::uint32_t bcast_u_ = 0;
+  mutable std::string broken_;  ///< the wait that timed out (empty: none)
 };
 
 }  // namespace v0
