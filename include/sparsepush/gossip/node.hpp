@@ -38,6 +38,7 @@
 #include "../compress/common.hpp"
 #include "../error_feedback.hpp"
 #include "../topology/schedule.hpp"
+#include "../topology/validate.hpp"
 #include "../transport/endpoint.hpp"
 #include "lockstep.hpp"
 #include "push_sum.hpp"
@@ -144,8 +145,9 @@ class push_sum_node {
   }
 
   /// Throw, before anything changes, if round t cannot run: eta, the local direction (size,
-  /// NaN/Inf), the learning rate, the compressor at this dimension, the out-edges (receivers in
-  /// [0, nodes) when nodes > 0, a positive self-share) and x - gamma p (+ e) finite.
+  /// NaN/Inf), the learning rate, the compressor at this dimension, the out-edges (check_column:
+  /// receivers distinct and in [0, nodes) when nodes > 0, shares in [0, 1] summing to 1, a positive
+  /// self-share) and x - gamma p (+ e) finite.
   template <class C>
   void check(std::uint32_t t, const C& comp, std::span<const out_edge> out, const step& st,
              std::size_t nodes = 0) const {
@@ -170,17 +172,9 @@ class push_sum_node {
                          ": direction has " + std::to_string(st.direction.size()) +
                          " elements, the model has " + std::to_string(d_));
     }
-    double self = -1.0;
-    for (const auto& e : out) {
-      if (nodes > 0 && e.to >= nodes)
-        throw schedule_error("round " + std::to_string(t) + ", node " + std::to_string(opt_.id) +
-                             ": edge to node " + std::to_string(e.to) + " outside [0, " +
-                             std::to_string(nodes) + ")");
-      if (e.to == opt_.id) self = e.share;
-    }
-    if (!(self > 0.0))
-      throw schedule_error("round " + std::to_string(t) + ", node " + std::to_string(opt_.id) +
-                           ": missing self-loop (W[j][j] must be > 0)");
+    // the one check of a round's column, whatever path the round takes (a group, a node alone):
+    // a column summing to 2 would double sum_i u_i every round
+    check_column(t, opt_.id, out, nodes);
     validate_compressor<T>(comp, d_, ctx);
     check_finite_inputs(ctx, st.direction, static_cast<T>(st.gamma), use_feedback(st));
   }
