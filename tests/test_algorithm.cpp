@@ -334,6 +334,41 @@ TEST_CASE("CHOCO's weighted-sum form and per-neighbour form give the same iterat
   REQUIRE_THROWS_WITH(choco<double>(x0, sched, {.consensus_step = 0.0}), Catch::Contains("consensus step"));
 }
 
+TEST_CASE("a CHOCO consensus step that overflows throws in its round, after every node has mixed", "[algorithm]") {
+  // A static symmetric doubly stochastic W on 2 nodes: keep 0.1, give 0.9. With the identity
+  // compressor and no local step, round 0 gives xp = x, s = W x and x_i += gamma_c (s_i - x_i);
+  // at x = (-a, a), s_0 - x_0 = 0.8 a + a = 1.8 a, beyond the largest float for a = 1.5 * 2^127:
+  // x_0 = +Inf and x_1 = -Inf at index 0. The other coordinates are small and stay finite.
+  const std::vector<std::vector<out_edge>> cols{{{0, 0.1}, {1, 0.9}}, {{1, 0.1}, {0, 0.9}}};
+  const periodic_schedule sched({mixing_round::from_columns(cols)});
+  const float a = std::ldexp(1.5f, 127);
+  const std::vector<std::vector<float>> x0{{-a, 1.0f, 2.0f}, {a, 3.0f, 4.0f}};
+  const gradient_oracle<float> none = [](std::uint32_t, std::uint32_t, std::span<const float>, std::span<float>) {};
+  for (const auto form : {choco_form::weighted_sum, choco_form::per_neighbour}) {
+    choco<float, any_compressor, periodic_schedule> c(x0, sched,
+                                                     {.consensus_step = 0.5, .compressor = identity{}, .form = form});
+    try {
+      c.round(0, none, 0.0);
+      FAIL("the overflowing consensus step went unreported");
+    } catch (const non_finite_error& e) {
+      REQUIRE(std::string(e.what()) ==
+              "sparsepush: CHOCO: x after mixing holds Inf at index 0 (node 0, round 0): the consensus step left the "
+              "range of the element type; the round is complete, x keeps the non-finite values");
+      REQUIRE(e.index() == 0);
+    }
+    // both nodes mixed (node 1 after node 0 threw): x_i + 0.5 (sum_j W_ij x_j - x_i), in double
+    for (std::size_t i = 0; i < 2; ++i) {
+      const auto x = c.node(i).x();
+      REQUIRE(std::isinf(x[0]));
+      REQUIRE((x[0] > 0) == (i == 0));
+      for (std::size_t l = 1; l < 3; ++l) {
+        const double w = 0.5 * (0.1 * double(x0[i][l]) + 0.9 * double(x0[1 - i][l]) - double(x0[i][l]));
+        REQUIRE(x[l] == Approx(double(x0[i][l]) + w).epsilon(1e-6));
+      }
+    }
+  }
+}
+
 TEST_CASE("state bytes per node: SP keeps x and e, SGP only x, CHOCO x, xp and s", "[algorithm]") {
   const std::size_t n = 4, d = 1000;
   const std::vector<vec> x0(n, vec(d, 1.0));

@@ -373,7 +373,7 @@ TEST_CASE("compressor spec strings", "[compress]") {
   REQUIRE_THROWS_WITH(parse_compressor("none"), Catch::Contains("unknown compressor 'none'"));  // identity's old alias
   REQUIRE_THROWS_WITH(parse_compressor("top-k"), Catch::Contains("missing k"));
   REQUIRE_THROWS_WITH(parse_compressor("top-k:1.5"), Catch::Contains("outside (0, 1]"));
-  REQUIRE_THROWS_WITH(parse_compressor("top-k:abc"), Catch::Contains("not a finite number"));
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:abc"), Catch::Contains("'abc' is not a number"));
   // numbers whose conversion to an integer was undefined behaviour: clear errors instead
   for (const char* bad : {"top-k:nan", "top-k:inf", "random-k:-inf", "qsgd:nan", "qsgd:inf", "top-k:0.01+qsgd:nan",
                           "threshold:nan"})
@@ -389,6 +389,45 @@ TEST_CASE("compressor spec strings", "[compress]") {
   REQUIRE_THROWS_WITH(parse_compressor("sign:3"), Catch::Contains("takes no argument"));
   REQUIRE_THROWS_WITH(parse_compressor("identity+u32"), Catch::Contains("dense"));
   REQUIRE_THROWS_WITH(parse_compressor("qsgd:4+int8"), Catch::Contains("fixes its own value encoding"));
+}
+
+TEST_CASE("compressor spec errors name the real cause and where it is", "[compress]") {
+  using namespace std::string_literals;
+  // (spec, the whole message after "sparsepush: "): written out by hand, so the position is
+  // counted here, not copied from the parser
+  const std::pair<std::string, std::string> cases[] = {
+      // a control byte used to read as "'0.01' is not a finite number" (it is a fine number)
+      {"top-k:0.01\x01"s, "compressor spec 'top-k:0.01\\x01': unexpected byte 0x01 at position 10"},
+      {"top-k:0\0"s, "compressor spec 'top-k:0\\x00': unexpected byte 0x00 at position 7"},
+      {"\ttop-k:0.01"s, "compressor spec '\\x09top-k:0.01': unexpected byte 0x09 at position 0"},
+      {"top-k: 0.01"s, "compressor spec 'top-k: 0.01': unexpected space at position 6"},
+      {"top-k:0.01\xc3\xa9"s, "compressor spec 'top-k:0.01\\xc3\\xa9': unexpected byte 0xc3 at position 10"},
+      {"top-k:abc"s, "compressor spec 'top-k:abc': 'abc' is not a number"},
+      {"top-k:0.01x"s, "compressor spec 'top-k:0.01x': '0.01x' is not a number: unexpected 'x' at position 10"},
+      {"top-k:1e999"s, "compressor spec 'top-k:1e999': '1e999' is out of range (not a finite number)"},
+      {"top-k:nan"s, "compressor spec 'top-k:nan': 'nan' is not a finite number"},
+      {"qsgd"s, "compressor spec 'qsgd': missing qsgd levels (an integer such as 16)"},
+      {"top-k:0.01+qsgd"s, "compressor spec 'top-k:0.01+qsgd': missing qsgd levels (an integer such as 16)"},
+      {""s, "compressor spec '' is empty (known: identity, top-k, random-k, random-k-unbiased, threshold, qsgd, sign)"},
+      {"top-k:0.01+"s, "compressor spec 'top-k:0.01+': empty suffix after the '+' at position 10"},
+      // these used to be accepted, the ":7" or the first encoding silently dropped
+      {"top-k:0.01+int8:7"s, "compressor spec 'top-k:0.01+int8:7': suffix '+int8' takes no argument, got '+int8:7'"},
+      {"top-k:0.01+int8+fp16"s, "compressor spec 'top-k:0.01+int8+fp16': a second value encoding '+fp16' at position 15"},
+      {"top-k:0.01+u32+varint"s,
+       "compressor spec 'top-k:0.01+u32+varint': a second index encoding '+varint' at position 14"},
+  };
+  for (const auto& [spec, expected] : cases) {
+    INFO("spec of " << spec.size() << " bytes");
+    std::string got;
+    try {
+      parse_compressor(spec);
+    } catch (const config_error& e) {
+      got = e.what();
+    }
+    REQUIRE(got == "sparsepush: " + expected);
+  }
+  // one of each encoding is still fine
+  REQUIRE(std::get<top_k>(parse_compressor("top-k:0.01+int8+u32").get()).values.encoding == value_encoding::i8);
 }
 
 TEST_CASE("per-layer top-K keeps the fraction of every segment", "[compress]") {

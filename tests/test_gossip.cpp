@@ -319,6 +319,72 @@ TEST_CASE("a lockstep round posts at every node before any collects, and collect
   }
 }
 
+TEMPLATE_TEST_CASE("a mix that overflows throws in the round that produced the Inf, after every node has mixed",
+                   "[gossip]", float, double) {
+  using T = TestType;
+  // A valid column-stochastic W (each sender's shares sum to 1): nodes 1 and 3 give half of their
+  // mass to nodes 0 and 2, which keep all of theirs. Nodes 0 and 2 then hold x_0 + x_1 / 2 and
+  // x_2 + x_3 / 2; with 1.5 * 2^(max_exponent - 1) at one coordinate of each pair that is
+  // 2.25 * 2^(max_exponent - 1), above the largest value of T: Inf at node 0 (index 1) and node 2
+  // (index 3). Every other value is a small integer, so the reference below is exact.
+  const std::vector<std::vector<out_edge>> cols{{{0, 1.0}}, {{1, 0.5}, {0, 0.5}}, {{2, 1.0}}, {{3, 0.5}, {2, 0.5}}};
+  const periodic_schedule sched({mixing_round::from_columns(cols)});
+  const std::size_t n = 4, d = 6;
+  const T big = std::ldexp(T(1.5), std::numeric_limits<T>::max_exponent - 1);
+  std::vector<std::vector<T>> x0(n, std::vector<T>(d));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t l = 0; l < d; ++l) x0[i][l] = static_cast<T>(2 * (i + 1) + l);
+  x0[0][1] = x0[1][1] = big;
+  x0[2][3] = x0[3][3] = big;
+  // reference in long double (whose range holds 2.25 * 2^(max_exponent - 1) of double): x_i = sum_j W_ij x_j
+  std::vector<std::vector<long double>> want(n, std::vector<long double>(d, 0.0L));
+  std::vector<double> want_u(n, 0.0);
+  for (std::uint32_t j = 0; j < n; ++j)
+    for (const auto& e : cols[j]) {
+      for (std::size_t l = 0; l < d; ++l) want[e.to][l] += static_cast<long double>(e.share) * x0[j][l];
+      want_u[e.to] += e.share;
+    }
+  // dense messages (identity) and sparse ones (top-K keeping 2 of 6, which holds the big value)
+  for (const bool sparse : {false, true}) {
+    for (const std::size_t threads : {1, 2}) {
+      INFO((sparse ? "top-K" : "identity") << ", " << threads << " thread(s)");
+      push_sum_group<std::vector<T>> g(x0, {.error_feedback = sparse, .threads = threads});
+      loopback_network net(n, for_lockstep({}));
+      const any_compressor comp = sparse ? any_compressor(top_k{k_spec::count(2)}) : any_compressor(identity{});
+      try {
+        g.round(sched, comp, net, 0);
+        FAIL("the overflowing mix went unreported");
+      } catch (const non_finite_error& e) {
+        // the lowest node whose mix overflowed, in round 0 (node 2 overflowed too)
+        REQUIRE(std::string(e.what()) ==
+                "sparsepush: x after mixing holds Inf at index 1 (node 0, round 0): the weighted sum of the "
+                "messages left the range of the element type; the round is complete, x keeps the non-finite values");
+        REQUIRE(e.index() == 1);
+      }
+      // the round is complete at every node, node 2 and 3 included (mixed after node 0 threw)
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE(g.u(i) == want_u[i]);
+        REQUIRE(g.node(i).last_mix_sparse() == sparse);
+        for (std::size_t l = 0; l < d; ++l) {
+          // top-K sends each node's 2 largest: index d - 1 and its big one (1 at nodes 0 and 1, 3 at
+          // nodes 2 and 3); error feedback keeps the rest at the sender, so x_i is the reference
+          // where every message node i mixes carried the value (every value, for identity)
+          if (sparse && l != d - 1 && l != (i < 2 ? 1u : 3u)) continue;
+          const long double w = want[i][l];
+          const bool overflows = w > static_cast<long double>(std::numeric_limits<T>::max());
+          INFO("node " << i << ", index " << l);
+          if (overflows) REQUIRE(std::isinf(g.x(i)[l]));
+          else REQUIRE(g.x(i)[l] == static_cast<T>(w));
+        }
+      }
+      REQUIRE(std::isinf(g.x(0)[1]));
+      REQUIRE(std::isinf(g.x(2)[3]));
+      // and no later round runs on them
+      REQUIRE_THROWS_AS(g.round(sched, comp, net, 1), non_finite_error);
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("combine equals a dense reference for any mix of messages", "[gossip]", float, double) {
   using T = TestType;
   const std::vector<std::string> specs = {"identity", "identity+fp32", "identity+fp64", "identity+fp16",

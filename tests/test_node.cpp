@@ -401,6 +401,134 @@ TEST_CASE("every error path of a round leaves every node, message and the ledger
   REQUIRE(!(take(g, net) == before));
 }
 
+namespace {
+/// 4 nodes on a directed ring: every node keeps 1/2 and pushes 1/2 to the next, except node 2 from
+/// round `from` on, which keeps `self` and pushes `other` (aperiodic, or period 2 with from = 1).
+struct ring_with_bad_column {
+  double self = 0.5, other = 0.5;
+  std::uint64_t from = 1;
+  std::size_t period_ = 0;
+  std::size_t num_nodes() const { return 4; }
+  std::size_t period() const { return period_; }
+  void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
+    const bool bad = node == 2 && (period_ ? round % period_ >= from : round >= from);
+    out.assign({{node, bad ? self : 0.5}, {(node + 1) % 4, bad ? other : 0.5}});
+  }
+};
+/// The same as a periodic_schedule (rounds built once: round 0 valid, round 1 with the bad column).
+periodic_schedule periodic_ring_with_bad_column(double self, double other) {
+  std::vector<mixing_round> rounds;
+  for (std::uint64_t t = 0; t < 2; ++t) {
+    std::vector<std::vector<out_edge>> cols(4);
+    for (std::uint32_t j = 0; j < 4; ++j) ring_with_bad_column{self, other, 1, 2}.out_edges(t, j, cols[j]);
+    rounds.push_back(mixing_round::from_columns(cols));
+  }
+  return periodic_schedule(std::move(rounds));
+}
+/// The bad columns: shares summing to 2 or to 0.5 (sum u would double or halve every round) and
+/// shares out of [0, 1] that sum to 1 (x would swing without bound); the message each must give.
+struct bad_column {
+  double self, other;
+  const char* says;
+};
+const bad_column bad_columns[] = {
+    {1.0, 1.0, "round 1, node 2: shares sum to 2, not 1 (W must be column stochastic)"},
+    {0.25, 0.25, "round 1, node 2: shares sum to 0.5, not 1 (W must be column stochastic)"},
+    {1.5, -0.5, "round 1, node 2: share 1.5 to node 2 is not in [0, 1]"},
+    {-0.5, 1.5, "round 1, node 2: share -0.5 to node 2 is not in [0, 1]"},
+    {0.5, std::nan(""), "round 1, node 2: share nan to node 3 is not in [0, 1]"},
+};
+}  // namespace
+
+TEST_CASE("a column that is not stochastic stops the round that uses it at every path, before any node moves",
+          "[gossip][topology]") {
+  const std::size_t n = 4, d = 40;
+  const auto comp = parse_compressor("top-k:0.25");
+  for (const auto& bad : bad_columns) {
+    INFO(bad.says);
+    for (const std::size_t threads : {1, 2}) {
+      // the group: round 0 is valid and runs; round 1 (periodic: the schedule's second round)
+      // throws, and every node, message and the ledger are as round 0 left them
+      for (const bool periodic : {true, false}) {
+        push_sum_group<vec> g(random_models(n, d, 40), {.eta = 0.5, .threads = threads, .seed = 3});
+        loopback_network net(n, {.trace = true});
+        const std::vector<vec> dirs(n, vec(d, 0.1));
+        auto round = [&](std::uint32_t t) {
+          if (periodic) g.round(periodic_ring_with_bad_column(bad.self, bad.other), comp, net, t, {0.5, dirs, 0.1});
+          else g.round(ring_with_bad_column{bad.self, bad.other}, comp, net, t, {0.5, dirs, 0.1});
+        };
+        round(0);
+        const snapshot after0 = take(g, net);
+        try {
+          round(1);
+          FAIL("round 1 ran on a column that is not stochastic");
+        } catch (const schedule_error& e) {
+          REQUIRE(std::string(e.what()) == std::string("sparsepush: ") + bad.says);
+        }
+        REQUIRE(take(g, net) == after0);
+        // the periodic schedule's round 2 is its valid round 0 again
+        if (periodic) REQUIRE_NOTHROW(round(2));
+      }
+    }
+    // a node alone: its own round checks its column before the local step
+    {
+      push_sum_node<vec> node(test::gaussian<double>(d, 7), {.id = 2});
+      loopback_network net(n);
+      auto ep = net.endpoint(2);
+      const vec before(node.x().begin(), node.x().end());
+      const vec p(d, 0.3);
+      REQUIRE_THROWS_MATCHES(node.round(1, ring_with_bad_column{bad.self, bad.other}, comp, ep, {0.5, p, 0.1}),
+                             schedule_error, Catch::Message(std::string("sparsepush: ") + bad.says));
+      REQUIRE(vec(node.x().begin(), node.x().end()) == before);
+      REQUIRE(node.u() == 1.0);
+      REQUIRE(net.total_bytes() == 0);
+    }
+    // the loopback's post, in every mode, refuses the column before it files or counts an envelope
+    for (const auto mode : {loopback_mode::copied, loopback_mode::encoded, loopback_mode::by_reference}) {
+      loopback_network net(n, {.trace = true, .mode = mode});
+      message m;
+      const vec v = test::gaussian<double>(d, 9);
+      compress(identity{}, std::span<const double>(v), m, {0, 2, 1});
+      const std::vector<out_edge> col{{2, bad.self}, {3, bad.other}};
+      REQUIRE_THROWS_MATCHES(net.endpoint(2).post(1, col, 1.0, m), schedule_error,
+                             Catch::Message(std::string("sparsepush: ") + bad.says));
+      REQUIRE(net.total_bytes() == 0);
+      REQUIRE(net.trace().empty());
+    }
+    // sparse_push validates the period before round 0: the same error
+    REQUIRE_THROWS_MATCHES(sparse_push<double>(random_models(n, d, 40), periodic_ring_with_bad_column(bad.self, bad.other),
+                                               sparse_push_phases(top_k{k_spec::fraction(0.25)}, 0.5)),
+                           schedule_error, Catch::Message(std::string("sparsepush: ") + bad.says));
+  }
+}
+
+TEST_CASE("sparse_push refuses a bad column of an aperiodic schedule beyond its validation window, in that round",
+          "[algorithm][topology]") {
+  // validate_schedule() sees 64 rounds of an aperiodic schedule; round 70 is checked when it runs
+  const std::size_t n = 4, d = 20;
+  sparse_push<double, any_compressor, ring_with_bad_column> sp(random_models(n, d, 50), ring_with_bad_column{1.0, 1.0, 70},
+                         sparse_push_phases(top_k{k_spec::fraction(0.25)}, 0.5));
+  const auto oracle = pull_oracle(d);
+  for (std::uint32_t t = 0; t < 70; ++t) sp.round(t, oracle, 0.05);
+  std::vector<vec> x;
+  std::vector<double> u;
+  for (std::size_t i = 0; i < n; ++i) {
+    x.emplace_back(sp.group().x(i).begin(), sp.group().x(i).end());
+    u.push_back(sp.group().u(i));
+  }
+  const auto bytes = sp.bytes_sent();
+  REQUIRE_THROWS_MATCHES(sp.round(70, oracle, 0.05), schedule_error,
+                         Catch::Message("sparsepush: round 70, node 2: shares sum to 2, not 1 (W must be column "
+                                        "stochastic)"));
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(vec(sp.group().x(i).begin(), sp.group().x(i).end()) == x[i]);
+    REQUIRE(sp.group().u(i) == u[i]);
+  }
+  REQUIRE(sp.bytes_sent() == bytes);
+  // the 70 valid rounds conserved the weight: sum u = n (the bad column would have doubled it)
+  REQUIRE(sp.weight_mass() == Approx(double(n)).epsilon(1e-12));
+}
+
 TEST_CASE("sparse_push and choco refuse a bad compressor before any node moves", "[algorithm]") {
   const std::size_t n = 4, d = 30;
   const auto x0 = random_models(n, d, 8);

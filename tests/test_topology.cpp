@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <random>
 #include <set>
 #include <sparsepush/sparsepush.hpp>
 
@@ -415,6 +416,79 @@ TEST_CASE("strong connectivity check", "[topology]") {
     REQUIRE_NOTHROW(validate_schedule(er));
     REQUIRE(dense_w(er, 0) == dense_w(erdos_renyi_directed(12, 0.2, seed), 0));
   }
+}
+
+TEST_CASE("check_column accepts exactly the columns a naive reference accepts", "[topology]") {
+  // the naive reference: a set for duplicates, a plain loop for the rest
+  auto valid = [](std::uint32_t self, const std::vector<out_edge>& col, std::size_t nodes) {
+    std::set<std::uint32_t> seen;
+    double sum = 0.0, own = 0.0;
+    for (const auto& e : col) {
+      if (nodes && e.to >= nodes) return false;
+      if (!seen.insert(e.to).second) return false;
+      if (!(e.share >= 0.0 && e.share <= 1.0 + column_sum_tolerance)) return false;
+      if (e.to == self) own = e.share;
+      sum += e.share;
+    }
+    return own > 0.0 && std::abs(sum - 1.0) <= column_sum_tolerance;
+  };
+  std::mt19937 gen(77);
+  std::size_t accepted = 0, rejected = 0;
+  for (int c = 0; c < 20000; ++c) {
+    const std::size_t nodes = 2 + gen() % 9;
+    const auto self = static_cast<std::uint32_t>(gen() % nodes);
+    const std::size_t deg = gen() % 6;
+    std::vector<out_edge> col;
+    // receivers: mostly distinct (a random subset in random order), sometimes a repeat or one out of range
+    std::vector<std::uint32_t> all(nodes);
+    std::iota(all.begin(), all.end(), 0u);
+    std::shuffle(all.begin(), all.end(), gen);
+    if (gen() % 4) std::stable_partition(all.begin(), all.end(), [&](std::uint32_t v) { return v == self; });
+    for (std::size_t k = 0; k <= std::min(deg, nodes - 1); ++k) col.push_back({all[k], 1.0});
+    if (gen() % 8 == 0) col.push_back({col[gen() % col.size()].to, 0.0});
+    if (gen() % 16 == 0) col.push_back({static_cast<std::uint32_t>(nodes + gen() % 3), 0.0});
+    // shares: uniform (column stochastic), then perhaps one perturbed by a little or a lot
+    for (auto& e : col) e.share = 1.0 / static_cast<double>(col.size());
+    switch (gen() % 6) {
+      case 0: col[gen() % col.size()].share += 4e-7; break;   // within the tolerance
+      case 1: col[gen() % col.size()].share += 3e-6; break;   // beyond it
+      case 2: col[gen() % col.size()].share = -col.back().share; break;
+      case 3: col[gen() % col.size()].share = std::nan(""); break;
+      default: break;
+    }
+    const std::size_t checked = gen() % 5 == 0 ? 0 : nodes;  // 0: receivers' range not checked
+    bool threw = false;
+    try {
+      check_column(3, self, col, checked);
+    } catch (const schedule_error& e) {
+      threw = true;
+      REQUIRE_THAT(e.what(), Catch::Contains("round 3, node " + std::to_string(self) + ": "));
+    }
+    INFO("case " << c);
+    REQUIRE(threw == !valid(self, col, checked));
+    (threw ? rejected : accepted) += 1;
+  }
+  REQUIRE(accepted > 5000);  // both sides are exercised
+  REQUIRE(rejected > 5000);
+  // every built-in schedule's columns pass, at every round of a period
+  for (const char* spec : {"directed-ring", "undirected-ring", "torus:4x4", "complete", "time-varying-ring",
+                           "alternating-ring", "exponential", "exponential:1", "bidirectional-exponential",
+                           "erdos-renyi:0.3", "random:3"}) {
+    const auto s = parse_schedule(spec, 16, 5);
+    std::vector<out_edge> col;
+    for (std::uint64_t t = 0; t < (s.period() ? s.period() : 8); ++t)
+      for (std::uint32_t j = 0; j < 16; ++j) {
+        s.out_edges(t, j, col);
+        REQUIRE_NOTHROW(check_column(t, j, col, 16));
+      }
+  }
+  // the messages: the sum with the digits that show it is not 1, a duplicate out of order
+  REQUIRE_THROWS_WITH(check_column(2, 0, std::vector<out_edge>{{0, 0.5}, {1, 0.500002}}, 2),
+                      "sparsepush: round 2, node 0: shares sum to 1.000002, not 1 (W must be column stochastic)");
+  REQUIRE_THROWS_WITH(check_column(2, 0, std::vector<out_edge>{{0, 0.4}, {2, 0.2}, {1, 0.2}, {2, 0.2}}, 3),
+                      "sparsepush: round 2, node 0: node 2 appears twice");
+  REQUIRE_THROWS_WITH(check_column(2, 0, std::vector<out_edge>{{0, 0.5}, {0, 0.5}}, 3),
+                      "sparsepush: round 2, node 0: node 0 appears twice");
 }
 
 TEST_CASE("bad schedules are clear errors naming round and node", "[topology]") {

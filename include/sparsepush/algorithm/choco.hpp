@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../compress/compose.hpp"
+#include "../detail/finite.hpp"
 #include "../detail/thread_pool.hpp"
 #include "../gossip/lockstep.hpp"
 #include "../gossip/push_sum.hpp"
@@ -205,19 +206,31 @@ class choco_node {
   template <endpoint E>
   void post(E& ep, std::uint32_t t) const { ep.post(t, col_, 1.0, msg_); }
   template <endpoint E>
-  void collect(E& ep, std::uint32_t t) { ep.collect(t, in_, inbox_); }
+  void collect(E& ep, std::uint32_t t) {
+    ep.collect(t, in_, inbox_);
+    round_ = t;
+  }
 
   /// s_i += sum_{j in N(i) + {i}} W_ij q_j;  x_i = x_i' + gamma_c (s_i - xp_i)  (or the same
-  /// through the neighbour copies).
+  /// through the neighbour copies). The values written to x are checked as they are written (s
+  /// or a copy that overflowed shows there too): a NaN or Inf throws non_finite_error naming the
+  /// node, the round of the last collect and the first index once the mix is complete, in the
+  /// round that produced it (the next round's check would refuse it only then).
   void mix() {
     const auto x = this->x();
     const T gc = static_cast<T>(gc_);
+    typename detail::finite_bits<T>::U flags = 0;
     if (form_ == choco_form::weighted_sum) {
       mix_.clear();
       mix_.push_back({&msg_, self_});
       for (const auto& env : inbox_.envelopes) mix_.push_back({env.msg, env.share});
       combine<T>(std::span<T>(s_), mix_, scratch_);
-      for (std::size_t l = 0; l < d_; ++l) x[l] += gc * (s_[l] - xp_[l]);
+      for (std::size_t l = 0; l < d_; ++l) {
+        const T v = x[l] + gc * (s_[l] - xp_[l]);
+        x[l] = v;
+        flags |= detail::non_finite_flag<T>(v);
+      }
+      if (!detail::flags_finite<T>(flags)) throw_mixed_non_finite();
       return;
     }
     for (const auto& env : inbox_.envelopes) {
@@ -233,10 +246,27 @@ class choco_node {
         const T w = static_cast<T>(e.share);
         for (std::size_t l = 0; l < d_; ++l) acc[l] += w * copy[l];
       }
-    for (std::size_t l = 0; l < d_; ++l) x[l] += gc * (acc[l] - xp_[l]);
+    for (std::size_t l = 0; l < d_; ++l) {
+      const T v = x[l] + gc * (acc[l] - xp_[l]);
+      x[l] = v;
+      flags |= detail::non_finite_flag<T>(v);
+    }
+    if (!detail::flags_finite<T>(flags)) throw_mixed_non_finite();
   }
 
  private:
+  /// After a mix that wrote a NaN or Inf: name the node, the round and the first bad index.
+  [[noreturn]] void throw_mixed_non_finite() const {
+    const auto xi = x();
+    std::size_t l = 0;
+    while (l + 1 < d_ && std::isfinite(xi[l])) ++l;
+    throw non_finite_error(std::string("CHOCO: x after mixing holds ") + (std::isnan(xi[l]) ? "NaN" : "Inf") +
+                               " at index " + std::to_string(l) + " (node " + std::to_string(id_) + ", round " +
+                               std::to_string(round_) + "): the consensus step left the range of the element "
+                               "type; the round is complete, x keeps the non-finite values",
+                           l);
+  }
+
   std::vector<T>& copy_of(std::uint32_t from) {
     for (auto& [j, c] : copies_)
       if (j == from) return c;
@@ -246,6 +276,7 @@ class choco_node {
 
   Tensor x_;
   std::uint32_t id_;
+  std::uint32_t round_ = 0;  ///< the round of the last collect(), for mix()'s errors
   std::uint64_t seed_;
   choco_form form_;
   double gc_;

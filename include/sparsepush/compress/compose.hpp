@@ -58,40 +58,73 @@ class any_compressor {
 
 namespace detail {
 
-/// A finite number (from_chars also reads "nan" and "inf", which no setting takes).
-inline double parse_number(std::string_view s, std::string_view spec) {
+/// The spec as a message quotes it: printable ASCII as is, every other byte as \xNN, so that a
+/// control byte or a stray UTF-8 sequence shows up instead of vanishing on the terminal.
+inline std::string quoted_spec(std::string_view spec) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "compressor spec '";
+  for (const char c : spec) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f) out += c;
+    else out += {'\\', 'x', hex[b >> 4], hex[b & 15]};
+  }
+  return out + "'";
+}
+
+/// Reject a byte no spec uses (a control byte, a space, DEL, anything outside ASCII), naming the
+/// first one and its position: otherwise it surfaces later as a misleading complaint about the
+/// number or name it happens to follow.
+inline void check_spec_bytes(std::string_view spec) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    const auto b = static_cast<unsigned char>(spec[i]);
+    if (b > 0x20 && b < 0x7f) continue;
+    throw config_error(quoted_spec(spec) + ": unexpected " +
+                       (b == 0x20 ? std::string("space") : std::string("byte 0x") + hex[b >> 4] + hex[b & 15]) +
+                       " at position " + std::to_string(i));
+  }
+}
+
+/// A finite number (from_chars also reads "nan" and "inf", which no setting takes). s is a view
+/// into spec; `what` names the setting ("k", "qsgd levels") for an empty s.
+inline double parse_number(std::string_view s, std::string_view spec, const char* what) {
+  if (s.empty()) throw config_error(quoted_spec(spec) + ": missing " + what);
   double v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || !std::isfinite(v))
-    throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(s) +
-                       "' is not a finite number");
+  const std::string head = quoted_spec(spec) + ": '" + std::string(s) + "'";
+  if (ec == std::errc::invalid_argument) throw config_error(head + " is not a number");
+  if (ec == std::errc::result_out_of_range) throw config_error(head + " is out of range (not a finite number)");
+  if (p != s.data() + s.size()) {
+    // s lies inside spec (a substring view), so the offending character's place in it is known
+    const std::size_t at = static_cast<std::size_t>(p - spec.data());
+    throw config_error(head + " is not a number: unexpected '" + std::string(1, *p) + "' at position " +
+                       std::to_string(at));
+  }
+  if (!std::isfinite(v)) throw config_error(head + " is not a finite number");
   return v;
 }
 
 inline k_spec parse_k(std::string_view s, std::string_view spec) {
-  if (s.empty())
-    throw config_error("compressor spec '" + std::string(spec) +
-                       "': missing k (a fraction such as 0.01 or a count such as 1000)");
-  const double v = parse_number(s, spec);
+  const double v = parse_number(s, spec, "k (a fraction such as 0.01 or a count such as 1000)");
   if (s.find_first_of(".eE") == std::string_view::npos) {
-    if (v < 1) throw config_error("compressor spec '" + std::string(spec) + "': k must be >= 1");
+    if (v < 1) throw config_error(detail::quoted_spec(spec) + ": k must be >= 1");
     // a count above what a message holds (2^32 - 1 values) could never fit; checked before the
     // conversion, which would be undefined for values beyond size_t
     if (v > static_cast<double>(std::numeric_limits<std::uint32_t>::max()))
-      throw config_error("compressor spec '" + std::string(spec) + "': k = " + std::string(s) +
+      throw config_error(detail::quoted_spec(spec) + ": k = " + std::string(s) +
                          " exceeds 4294967295, the most values a message holds");
     return k_spec::count(static_cast<std::size_t>(v));
   }
   if (!(v > 0.0 && v <= 1.0))
-    throw config_error("compressor spec '" + std::string(spec) + "': fraction " + std::string(s) +
+    throw config_error(detail::quoted_spec(spec) + ": fraction " + std::string(s) +
                        " is outside (0, 1]");
   return k_spec::fraction(v);
 }
 
 inline std::uint16_t parse_levels(std::string_view s, std::string_view spec) {
-  const double v = parse_number(s, spec);  // finite, so the range check below comes first
+  const double v = parse_number(s, spec, "qsgd levels (an integer such as 16)");  // finite, so the range check below comes first
   if (v < 1 || v > max_qsgd_levels || v != std::floor(v))
-    throw config_error("compressor spec '" + std::string(spec) + "': qsgd levels must be an "
+    throw config_error(detail::quoted_spec(spec) + ": qsgd levels must be an "
                        "integer in [1, " + std::to_string(max_qsgd_levels) + "], got " +
                        std::string(s));
   return static_cast<std::uint16_t>(v);
@@ -101,6 +134,10 @@ inline std::uint16_t parse_levels(std::string_view s, std::string_view spec) {
 
 /// Parse a compressor spec string (see the header comment); errors name the bad part.
 inline any_compressor parse_compressor(std::string_view spec) {
+  detail::check_spec_bytes(spec);
+  if (spec.empty())
+    throw config_error("compressor spec '' is empty (known: identity, top-k, random-k, random-k-unbiased, threshold, "
+                       "qsgd, sign)");
   std::vector<std::string_view> parts;
   for (std::size_t at = 0;;) {
     const std::size_t plus = spec.find('+', at);
@@ -115,33 +152,54 @@ inline any_compressor parse_compressor(std::string_view spec) {
   };
   value_codec codec{};
   index_encoding idx = index_encoding::automatic;
+  std::size_t codecs = 0, indices = 0;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const auto [name, arg] = split(parts[i]);
-    if (name == "fp32") codec = {value_encoding::f32, 0};
-    else if (name == "fp64") codec = {value_encoding::f64, 0};
-    else if (name == "fp16") codec = {value_encoding::f16, 0};
-    else if (name == "bf16") codec = {value_encoding::bf16, 0};
-    else if (name == "int8") codec = {value_encoding::i8, 0};
-    else if (name == "sign") codec = {value_encoding::sign, 0};
-    else if (name == "qsgd") codec = {value_encoding::qsgd, detail::parse_levels(arg, spec)};
-    else if (name == "u32") idx = index_encoding::raw_u32;
-    else if (name == "varint") idx = index_encoding::delta_varint;
-    else if (name == "seeded") idx = index_encoding::seeded;
+    const std::size_t plus = static_cast<std::size_t>(parts[i].data() - spec.data()) - 1;  // its '+'
+    if (parts[i].empty())
+      throw config_error(detail::quoted_spec(spec) + ": empty suffix after the '+' at position " +
+                         std::to_string(plus));
+    auto set_codec = [&](value_codec c) {
+      codec = c;
+      ++codecs;
+    };
+    auto set_index = [&](index_encoding e) {
+      idx = e;
+      ++indices;
+    };
+    if (name == "fp32") set_codec({value_encoding::f32, 0});
+    else if (name == "fp64") set_codec({value_encoding::f64, 0});
+    else if (name == "fp16") set_codec({value_encoding::f16, 0});
+    else if (name == "bf16") set_codec({value_encoding::bf16, 0});
+    else if (name == "int8") set_codec({value_encoding::i8, 0});
+    else if (name == "sign") set_codec({value_encoding::sign, 0});
+    else if (name == "qsgd") set_codec({value_encoding::qsgd, detail::parse_levels(arg, spec)});
+    else if (name == "u32") set_index(index_encoding::raw_u32);
+    else if (name == "varint") set_index(index_encoding::delta_varint);
+    else if (name == "seeded") set_index(index_encoding::seeded);
     else
-      throw config_error("compressor spec '" + std::string(spec) + "': unknown suffix '+" +
+      throw config_error(detail::quoted_spec(spec) + ": unknown suffix '+" +
                          std::string(parts[i]) +
                          "' (value encodings: fp32 fp64 fp16 bf16 int8 sign qsgd:S; index "
                          "encodings: u32 varint seeded)");
+    // only qsgd:S takes an argument ("+int8:7" used to drop its ":7" silently)
+    if (name != "qsgd" && parts[i].size() != name.size())
+      throw config_error(detail::quoted_spec(spec) + ": suffix '+" + std::string(name) +
+                         "' takes no argument, got '+" + std::string(parts[i]) + "'");
+    // one of each at most: a second one used to win silently
+    if (codecs > 1 || indices > 1)
+      throw config_error(detail::quoted_spec(spec) + ": a second " + (indices > 1 ? "index" : "value") +
+                         " encoding '+" + std::string(parts[i]) + "' at position " + std::to_string(plus));
   }
   const auto [name, arg] = split(parts[0]);
   auto no_arg = [&, name = name, arg = arg]() {
     if (!arg.empty())
-      throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(name) +
+      throw config_error(detail::quoted_spec(spec) + ": '" + std::string(name) +
                          "' takes no argument");
   };
   auto dense_only = [&, name = name]() {
     if (idx != index_encoding::automatic)
-      throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(name) +
+      throw config_error(detail::quoted_spec(spec) + ": '" + std::string(name) +
                          "' is dense and has no index encoding");
   };
   if (name == "identity") {
@@ -150,7 +208,7 @@ inline any_compressor parse_compressor(std::string_view spec) {
     return identity{codec};
   }
   if (idx == index_encoding::seeded && name != "random-k" && name != "random-k-unbiased")
-    throw config_error("compressor spec '" + std::string(spec) + "': '+seeded' sends the key of random-K's index "
+    throw config_error(detail::quoted_spec(spec) + ": '+seeded' sends the key of random-K's index "
                        "stream; '" + std::string(name) + "' does not draw its indices from one");
   if (name == "top-k") return top_k{detail::parse_k(arg, spec), codec, idx};
   if (name == "random-k") return random_k{detail::parse_k(arg, spec), false, codec, idx};
@@ -158,7 +216,7 @@ inline any_compressor parse_compressor(std::string_view spec) {
   if (name == "threshold") return threshold_k{detail::parse_k(arg, spec), 256, codec, idx};
   if (name == "qsgd" || name == "sign") {
     if (parts.size() > 1)
-      throw config_error("compressor spec '" + std::string(spec) + "': '" + std::string(name) +
+      throw config_error(detail::quoted_spec(spec) + ": '" + std::string(name) +
                          "' fixes its own value encoding; use identity+" + std::string(name) +
                          " or a sparsifier+" + std::string(name));
     if (name == "sign") {
@@ -167,7 +225,7 @@ inline any_compressor parse_compressor(std::string_view spec) {
     }
     return qsgd{detail::parse_levels(arg, spec)};
   }
-  throw config_error("compressor spec '" + std::string(spec) + "': unknown compressor '" +
+  throw config_error(detail::quoted_spec(spec) + ": unknown compressor '" +
                      std::string(name) +
                      "' (known: identity, top-k, random-k, random-k-unbiased, threshold, qsgd, sign)");
 }

@@ -4,8 +4,10 @@
 //   x_i <- x_i + eta * ( sum_{j in in(i) + {i}} W[i][j] q_j - q_i )
 //   u_i <- u_i + eta * ( sum_{j in in(i) + {i}} W[i][j] u_j - u_i )
 // With the identity compressor and eta = 1 this is exact push-sum averaging (SGP's gossip).
-// A round either completes at every node or throws before any node changes; only a network that
-// can fail later (MPI: a missing envelope) throws after the posts, which ends the run.
+// A round either completes at every node or throws before any node changes (every node's check():
+// the schedule's columns, the directions, the inputs); only a network that can fail later (MPI: a
+// missing envelope) throws after the posts, which ends the run, and a mix that overflows the
+// element type completes the round at every node, then throws non_finite_error (node.hpp, mix).
 #pragma once
 
 #include <cmath>
@@ -143,8 +145,9 @@ class push_sum_group {
   /// One lockstep round t at every node (lockstep.hpp): check all, then local step and compress,
   /// post, collect and mix. The group checks what concerns the group (the schedule's and the
   /// network's node counts, one direction per node); every node checks its own step
-  /// (push_sum_node::check). A round either completes at every node or throws before any node
-  /// (or the ledger) changes.
+  /// (push_sum_node::check, its column of W(t) included). A round either completes at every node
+  /// or throws before any node (or the ledger) changes; the exception is a mix whose result is not
+  /// finite: every node is mixed, then the lowest such node's non_finite_error is thrown.
   template <class S, class C, class Net>
   void round(const S& sched, const C& comp, Net& net, std::uint32_t t, const step& st) {
     static_assert(detail::require_schedule<S>());

@@ -9,6 +9,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -38,7 +40,9 @@ struct serial_runner {
 ///   step(i, w)           local step and compression
 ///   post(i, ep)          in node order, ep = endpoint_of(i)
 ///   collect(i, ep)       in node order, on the calling thread (a network may need its calls on one)
-///   mix(i, w)
+///   mix(i, w)            every node, even when one throws (a mix that overflows throws once its
+///                        node is mixed); then the error of the lowest such node is rethrown, so the
+///                        round stands complete at every node whatever the threads
 template <class Pool, class EndpointOf, class Check, class Step, class Post, class Collect, class Mix>
 void lockstep_round(Pool& pool, std::size_t n, EndpointOf&& endpoint_of, Check&& check, Step&& step, Post&& post,
                     Collect&& collect, Mix&& mix) {
@@ -52,7 +56,22 @@ void lockstep_round(Pool& pool, std::size_t n, EndpointOf&& endpoint_of, Check&&
     auto&& ep = endpoint_of(i);
     collect(i, ep);
   }
-  pool.parallel_for_worker(n, mix);
+  // no allocation unless a mix throws: a mutex, and the first error by node order
+  std::mutex mu;
+  std::exception_ptr first;
+  std::size_t first_node = n;
+  pool.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
+    try {
+      mix(i, w);
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (i < first_node) {
+        first_node = i;
+        first = std::current_exception();
+      }
+    }
+  });
+  if (first) std::rethrow_exception(first);
 }
 
 // What a round's policy types must offer, one member at a time, so that a type that misses one

@@ -36,8 +36,10 @@
 
 #include "../checkpoint.hpp"
 #include "../compress/common.hpp"
+#include "../detail/finite.hpp"
 #include "../error_feedback.hpp"
 #include "../topology/schedule.hpp"
+#include "../topology/validate.hpp"
 #include "../transport/endpoint.hpp"
 #include "lockstep.hpp"
 #include "push_sum.hpp"
@@ -144,8 +146,9 @@ class push_sum_node {
   }
 
   /// Throw, before anything changes, if round t cannot run: eta, the local direction (size,
-  /// NaN/Inf), the learning rate, the compressor at this dimension, the out-edges (receivers in
-  /// [0, nodes) when nodes > 0, a positive self-share) and x - gamma p (+ e) finite.
+  /// NaN/Inf), the learning rate, the compressor at this dimension, the out-edges (check_column:
+  /// receivers distinct and in [0, nodes) when nodes > 0, shares in [0, 1] summing to 1, a positive
+  /// self-share) and x - gamma p (+ e) finite.
   template <class C>
   void check(std::uint32_t t, const C& comp, std::span<const out_edge> out, const step& st,
              std::size_t nodes = 0) const {
@@ -170,17 +173,9 @@ class push_sum_node {
                          ": direction has " + std::to_string(st.direction.size()) +
                          " elements, the model has " + std::to_string(d_));
     }
-    double self = -1.0;
-    for (const auto& e : out) {
-      if (nodes > 0 && e.to >= nodes)
-        throw schedule_error("round " + std::to_string(t) + ", node " + std::to_string(opt_.id) +
-                             ": edge to node " + std::to_string(e.to) + " outside [0, " +
-                             std::to_string(nodes) + ")");
-      if (e.to == opt_.id) self = e.share;
-    }
-    if (!(self > 0.0))
-      throw schedule_error("round " + std::to_string(t) + ", node " + std::to_string(opt_.id) +
-                           ": missing self-loop (W[j][j] must be > 0)");
+    // the one check of a round's column, whatever path the round takes (a group, a node alone):
+    // a column summing to 2 would double sum_i u_i every round
+    check_column(t, opt_.id, out, nodes);
     validate_compressor<T>(comp, d_, ctx);
     check_finite_inputs(ctx, st.direction, static_cast<T>(st.gamma), use_feedback(st));
   }
@@ -218,6 +213,7 @@ class push_sum_node {
   template <endpoint E>
   void post(E& ep, std::uint32_t t, std::span<const out_edge> out) {
     ep.post(t, out, u_, msg_);
+    round_ = t;
     returned_ = 0.0;
     if constexpr (requires { { ep.lost(t, std::uint32_t{}) } -> std::convertible_to<bool>; })
       if (opt_.recovery == loss_recovery::acknowledged)
@@ -229,12 +225,20 @@ class push_sum_node {
   template <endpoint E>
   void collect(E& ep, std::uint32_t t, std::span<const in_edge> in) {
     ep.collect(t, in, inbox_);
+    round_ = t;
   }
 
   /// Step 5: mix the own message (share self_share = W_ii, plus the returned share R_i of the
   /// last post) and the collected envelopes. S_i = (W_ii + R_i) q_i + sum_j W_ij q_j (self first,
   /// then senders ascending), accumulated block by block; x_i <- (x_i - q_i) + S_i at eta = 1,
   /// x_i <- x_i + eta (S_i - q_i) otherwise. R_i is used once.
+  ///
+  /// A mix can overflow where the inputs did not (models near the largest float, in-shares summing
+  /// above 1): the values written are checked as they are written, and a NaN or Inf throws
+  /// non_finite_error naming the node, the round (of the last post or collect) and the first bad
+  /// index, in the round that produced it. The mix is complete when it throws: x_i and u_i hold
+  /// the mixed values (the non-finite ones included, for inspection) and R_i is used; the node's
+  /// next check() refuses to run another round on them.
   void mix(double eta, double self_share) { mix(eta, self_share, block_); }
   /// The same with the block buffer lent by the caller (a group lends one per thread, so that n
   /// nodes on one thread share one L2-sized block instead of n).
@@ -251,35 +255,48 @@ class push_sum_node {
     }
     scratch_.prepare(mix_, d_);  // checks every dim before anything changes
     returned_ = 0.0;
-    if (all_sparse) mix_sparse(eta);
-    else mix_dense(eta, block);
+    const bool finite = all_sparse ? mix_sparse(eta) : mix_dense(eta, block);
     u_ = eta == 1.0 ? u_sum : u_ + eta * (u_sum - u_);
+    if (!finite || !std::isfinite(u_)) throw_mixed_non_finite();
   }
 
   /// Whether the last mix() took the O(nnz) path (every message sparse).
   bool last_mix_sparse() const noexcept { return last_sparse_; }
 
  private:
-  /// The dense path: S_i accumulated per L2-sized block, then one pass over x.
-  void mix_dense(double eta, std::vector<T>& block) {
+  /// The dense path: S_i accumulated per L2-sized block, then one pass over x, which also ORs
+  /// together the finiteness flags of the values written (detail/finite.hpp: integer ops in the
+  /// same vectorised loop). Returns whether they were all finite.
+  bool mix_dense(double eta, std::vector<T>& block) {
     last_sparse_ = false;
     block.resize(std::min(d_, mix_block));
     const auto xi = x();
     T* s = block.data();
     std::size_t own = 0;
     const T e = static_cast<T>(eta);
+    typename detail::finite_bits<T>::U flags = 0;
+    T* const xp = xi.data();
     for (std::size_t b = 0; b < d_; b += mix_block) {
       const std::size_t end = std::min(d_, b + mix_block);
       std::fill(s, s + (end - b), T(0));
       scratch_.add_block<T>(s, b, end);
       if (eta == 1.0) {
         detail::for_each_value_below<T>(msg_, b, end, own, [xi](std::size_t l, T q) { xi[l] = xi[l] - q; });
-        for (std::size_t l = b; l < end; ++l) xi[l] = xi[l] + s[l - b];
+        for (std::size_t l = b; l < end; ++l) {
+          const T v = xp[l] + s[l - b];
+          xp[l] = v;
+          flags |= detail::non_finite_flag<T>(v);
+        }
       } else {
         detail::for_each_value_below<T>(msg_, b, end, own, [s, b](std::size_t l, T q) { s[l - b] = s[l - b] - q; });
-        for (std::size_t l = b; l < end; ++l) xi[l] = xi[l] + e * s[l - b];
+        for (std::size_t l = b; l < end; ++l) {
+          const T v = xp[l] + e * s[l - b];
+          xp[l] = v;
+          flags |= detail::non_finite_flag<T>(v);
+        }
       }
     }
+    return detail::flags_finite<T>(flags);
   }
 
   /// The O(nnz) path, when every message is sparse: a merge of the ascending index lists (own
@@ -289,7 +306,8 @@ class push_sum_node {
   /// message carries are not touched (the dense path adds +0 there, which only turns -0 into +0).
   /// How many kept entries ahead mix_sparse() prefetches x (its accesses are scattered).
   static constexpr std::ptrdiff_t prefetch_ahead = 16;
-  void mix_sparse(double eta) {
+  /// Returns whether every value written is finite (the others were finite before: check()).
+  bool mix_sparse(double eta) {
     last_sparse_ = true;
     cursors_.clear();
     for (const auto& w : mix_)
@@ -300,6 +318,7 @@ class push_sum_node {
     const bool one = eta == 1.0;
     sparse_cursor* const cb = cursors_.data();
     sparse_cursor* const ce = cb + cursors_.size();
+    typename detail::finite_bits<T>::U flags = 0;
     for (;;) {
       std::uint32_t l = std::numeric_limits<std::uint32_t>::max();
       bool any = false;
@@ -317,9 +336,26 @@ class push_sum_node {
         if (c->end - c->at > prefetch_ahead) SPARSEPUSH_PREFETCH(xi.data() + c->at[prefetch_ahead]);
         ++c->at;
       }
-      if (one) xi[l] = (xi[l] - own) + s;
-      else xi[l] = xi[l] + e * (s - own);
+      const T v = one ? (xi[l] - own) + s : xi[l] + e * (s - own);
+      xi[l] = v;
+      flags |= detail::non_finite_flag<T>(v);
     }
+    return detail::flags_finite<T>(flags);
+  }
+
+  /// After a mix that wrote a NaN or Inf (or left u so): name the node, the round and the first
+  /// bad index. Off the hot path: the scan runs only on failure.
+  [[noreturn]] void throw_mixed_non_finite() const {
+    const std::string where = "node " + std::to_string(opt_.id) + ", round " + std::to_string(round_);
+    const auto xi = x();
+    for (std::size_t l = 0; l < d_; ++l)
+      if (!std::isfinite(xi[l]))
+        throw non_finite_error(std::string("x after mixing holds ") + (std::isnan(xi[l]) ? "NaN" : "Inf") +
+                                   " at index " + std::to_string(l) + " (" + where +
+                                   "): the weighted sum of the messages left the range of the element type; the "
+                                   "round is complete, x keeps the non-finite values",
+                               l);
+    throw non_finite_error("push-sum weight u after mixing is " + std::to_string(u_) + " (" + where + ")", 0);
   }
 
  public:
@@ -469,6 +505,7 @@ class push_sum_node {
   };
   std::vector<sparse_cursor> cursors_;
   bool last_sparse_ = false;
+  std::uint32_t round_ = 0;  ///< the round of the last post() or collect(), for mix()'s errors
   std::vector<out_edge> out_;
   std::vector<in_edge> in_;
 };

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../topology/validate.hpp"
 #include "endpoint.hpp"
 
 namespace sparsepush {
@@ -96,7 +97,7 @@ class loopback_network : public network_accounting {
 
   /// Node `from` posts round `round`: one envelope per non-self out-edge.
   void post(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out, double u, const message& m) {
-    check_receivers(from, round, out);
+    check_column(round, from, out, num_nodes());  // the whole column first: a bad one files and counts nothing
     const std::size_t bytes = envelope_header_bytes + m.wire_bytes();
     for (const auto& e : out) {
       if (e.to == from) continue;
