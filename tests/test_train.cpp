@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <string>
 
 #include <sparsepush/sparsepush.hpp>
@@ -720,5 +721,29 @@ TEST_CASE("trainer: a resume with a changed setting reports the setting, not the
   const auto why = library_error([&] { sp_trainer(group, settings(0.02, 1e-1), options(15, {}, dir), be.hooks()).run(alg2); });
   CHECK_THAT(why, Catch::Contains("other settings: final_tolerance=0.001 (now 0.1)"));
   CHECK_THAT(why, !Catch::Contains("outside"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("checkpoint_directory: every rank may prepare the same directory at once", "[train]") {
+  // MPI ranks probe the shared directory together (3 ranks failed at once with "cannot write in
+  // the checkpoint directory: File exists" when every probe had one name): each probe has a name
+  // of its own and leaves the others' alone
+  const std::string dir = temp_dir("probe");
+  std::filesystem::create_directories(dir);
+  const std::string in_flight = dir + "/.write-probe";  // another rank's probe, under the old name
+  std::ofstream(in_flight) << "rank 1";
+  sp::checkpoint_directory(dir).prepare();
+  CHECK(std::filesystem::exists(in_flight));
+  std::filesystem::remove(in_flight);
+  std::vector<std::string> errors(6);
+  std::vector<std::thread> ranks;
+  for (std::size_t k = 0; k < errors.size(); ++k)
+    ranks.emplace_back([&, k] {
+      for (int i = 0; i < 300 && errors[k].empty(); ++i)
+        errors[k] = library_error([&] { sp::checkpoint_directory(dir).prepare(); });
+    });
+  for (auto& t : ranks) t.join();
+  for (const auto& e : errors) CHECK(e.empty());
+  CHECK(std::filesystem::is_empty(dir));  // no probe left behind
   std::filesystem::remove_all(dir);
 }

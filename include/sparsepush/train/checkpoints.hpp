@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -84,11 +85,10 @@ class checkpoint_directory {
         throw config_error("cannot create " + what + " " + dir_ + ": it is " + kind(st.type()) + ", not a directory");
       throw config_error("cannot create " + what + " " + dir_ + ": " + (made ? made : ec).message());
     }
-    // The probe is created anew (O_EXCL, after removing a stale one): a FIFO of that name would
-    // make a plain open for writing wait for a reader.
-    const std::string probe = dir_ + "/.write-probe";
-    ::unlink(probe.c_str());
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    // The probe gets a name of its own (mkstemp: created with O_EXCL): every MPI rank probes the
+    // same directory at once, and a FIFO planted under a fixed name would block a plain open.
+    std::string probe = dir_ + "/.write-probe.XXXXXX";
+    const int fd = ::mkstemp(probe.data());
     if (fd < 0) throw config_error("cannot write in " + what + " " + dir_ + ": " + std::strerror(errno));
     ::close(fd);
     ::unlink(probe.c_str());
