@@ -563,8 +563,10 @@ TEST_CASE("trainer: a run that resumed from round R keeps R's files, and resume_
     CHECK(models_of(alg) == before);
     return why;
   };
-  CHECK_THAT(refused(25), Catch::Contains("the checkpoint of round 25 is not there: " + ck.rank_file(25, 0) + " is missing"));
+  CHECK_THAT(refused(25), Catch::Contains("cannot open " + ck.rank_file(25, 0) + ": no such file (the checkpoint of round 25 is not there"));
   CHECK_THAT(refused(39), Catch::Contains("round 39 was asked for, but the directory's last complete checkpoint is round 35"));
+  std::filesystem::remove(ck.rank_file(35, 0));  // the manifest's round, one file lost
+  CHECK_THAT(refused(0), Catch::Contains("cannot open " + ck.rank_file(35, 0) + ": no such file (the checkpoint of round 35 is not there)"));
   auto bad = options(40);
   bad.resume_round = 20;
   tf::backend be(6, 0, 6);

@@ -344,11 +344,11 @@ class trainer {
                              std::to_string(opt_.rounds - 1));
     const std::string missing = checkpoint_directory(dir).missing_rank_file(round, m.ranks);
     if (!missing.empty())
-      throw checkpoint_error("resume " + dir + ": the checkpoint of round " + std::to_string(round) +
-                             " is not there: " + missing + " is missing" +
-                             (want ? std::string(" (a directory keeps its manifest's round, the one before it and "
+      throw checkpoint_error("resume " + dir + ": cannot open " + missing + ": no such file (the checkpoint of round " +
+                             std::to_string(round) + " is not there" +
+                             (want ? std::string("; a directory keeps its manifest's round, the one before it and "
                                                  "the round a run resumed from)")
-                                   : std::string()));
+                                   : std::string(")")));
     return round;
   }
 
