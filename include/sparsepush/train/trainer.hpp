@@ -285,7 +285,8 @@ class trainer {
  private:
   /// The trainer's section of a rank file. TRN2 carries what train_result reports beyond the
   /// algorithm's state: the bytes sent before the rounds without local step (a resume inside
-  /// SCSP's final rounds reports the final phase's bytes) and the evaluation time; TRNR, its predecessor, is named in the refusal, never misread.
+  /// SCSP's final rounds reports the final phase's bytes) and the evaluation time. TRNR, its
+  /// predecessor, is named in the refusal, never misread.
   static constexpr const char* section_tag = "TRN2";
   static constexpr const char* old_section_tag = "TRNR";
 
