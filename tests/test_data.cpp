@@ -3,8 +3,14 @@
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <chrono>
 #include <filesystem>
+#include <future>
+#include <thread>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -55,6 +61,31 @@ std::string write_gz(const std::string& name, const std::vector<unsigned char>& 
   gzclose(f);
   return p;
 }
+
+/// What `f` throws (its what()), run on a thread. Still running after 10 s means blocked in
+/// open() on the FIFO at `fifo` (where the old reader waited forever): the FIFO's ends are then
+/// opened, which releases it, and the result says it blocked.
+template <class F>
+std::string with_fifo_watchdog(const std::string& fifo, F f) {
+  auto done = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "no error";
+  });
+  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::ready) return done.get();
+  // a blocked writer's open() returns once a reader opens, a blocked reader's once a writer
+  // opens; the write end closed, the reader sees the end of the file; the read end stays open
+  // until the call returns (a writer without reader would get SIGPIPE)
+  const int r = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK), w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (w >= 0) ::close(w);
+  done.wait();
+  if (r >= 0) ::close(r);
+  return "blocked in open() on the FIFO " + fifo;
+}
 }  // namespace
 
 TEST_CASE("IDX images and labels round-trip, plain and gzip", "[data]") {
@@ -89,7 +120,19 @@ TEST_CASE("IDX reader rejects truncated, malformed and mismatched files", "[data
                       Catch::Contains("bad magic number 2051"));
   auto longer = img;
   longer.push_back(0);
-  REQUIRE_THROWS_WITH(read_idx_images(write_plain("long", longer)), Catch::Contains("trailing bytes"));
+  REQUIRE_THROWS_WITH(read_idx_images(write_plain("long", longer)),
+                      Catch::EndsWith("long: 1 bytes after the 2 images of 3x3 the header announces (is the header's "
+                                      "image count or size wrong?)"));
+  {  // 27 rows announced over 28 rows' worth of pixels: the message names the header's size
+    const auto p = write_gz("rows27.gz", image_file(0x803, 10, 27, 28, 10 * 28 * 28));
+    REQUIRE_THROWS_WITH(read_idx_images(p), "sparsepush: " + p + ": 280 bytes after the 10 images of 27x28 the header "
+                                            "announces (is the header's image count or size wrong?)");
+    auto labels = label_file(10, 10);
+    labels.push_back(3);
+    const auto lp = write_plain("labels-long", labels);
+    REQUIRE_THROWS_WITH(read_idx_labels(lp), "sparsepush: " + lp + ": 1 bytes after the 10 labels the header announces "
+                                             "(is the header's label count wrong?)");
+  }
   REQUIRE_THROWS_WITH(read_idx_images(write_plain("zero", image_file(0x803, 2, 0, 3, 0))), Catch::Contains("implausible"));
   {  // a header that announces 2^31 one-pixel images over 18 bytes: "truncated", without first
      // allocating the 2 GiB it announces (peak memory grows by at most the 16 MiB read step)
@@ -110,6 +153,25 @@ TEST_CASE("IDX reader rejects truncated, malformed and mismatched files", "[data
   REQUIRE_THROWS_WITH(load_labelled(ip, write_plain("lab12", label_file(2, 2, 12)), 1),
                       Catch::Contains("label 1 of sample 1"));
   REQUIRE_THROWS_WITH(load_fashion_mnist(temp_path("no-such-dir")), Catch::Contains("--data DIR"));
+  REQUIRE_THROWS_WITH(read_idx_images(temp_path("")), Catch::Contains("is not a regular file (a directory)"));
+}
+
+TEST_CASE("IDX reader: a FIFO, a name too long and a symbolic-link loop are data errors, never a hang", "[data]") {
+  const std::string fifo = temp_path("images.fifo");
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK(with_fifo_watchdog(fifo, [&] { read_idx_images(fifo); }) == "sparsepush: " + fifo + " is not a regular file (a FIFO)");
+  CHECK(with_fifo_watchdog(fifo, [&] { read_idx_labels(fifo); }) == "sparsepush: " + fifo + " is not a regular file (a FIFO)");
+  std::filesystem::remove(fifo);
+  const std::string longname = temp_path(std::string(300, 'a'));
+  REQUIRE_THROWS_AS(read_idx_images(longname), data_error);
+  REQUIRE_THROWS_WITH(load_fashion_mnist(longname), Catch::Contains(longname) && Catch::Contains("File name too long"));
+  const std::string loop = temp_path("loop");
+  std::filesystem::remove(loop);
+  std::filesystem::create_symlink("loop", loop);
+  REQUIRE_THROWS_WITH(read_idx_images(loop), Catch::Contains(loop) && Catch::Contains("symbolic links"));
+  REQUIRE_THROWS_WITH(load_fashion_mnist(loop), Catch::Contains(loop) && Catch::Contains("symbolic links"));
+  std::filesystem::remove(loop);
 }
 
 TEST_CASE("Debian's Fashion-MNIST loads: 60000 + 10000 images of 28x28, 10 balanced classes", "[data]") {

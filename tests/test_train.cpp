@@ -1,7 +1,15 @@
 // Tests of sparsepush/train/: the settings fingerprint compares every bit; the trainer resumes a
 // checkpointed run to the uninterrupted run's bits and refuses other settings; a lossy run keeps
 // the mass; the metrics equal a dense computation over every node; the guard stops a diverging
-// run; CHOCO and centralized training through the trainer equal their oracle rounds bit for bit.
+// run; CHOCO and centralized training through the trainer equal their oracle rounds bit for bit;
+// checkpoint directories: locked against a second run, never created by resume, file-system
+// errors reported as the library's errors; a resume inside SCSP's final rounds and a repeated
+// resume from a kept round give the uninterrupted run's result.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 #include <string>
 
 #include <sparsepush/sparsepush.hpp>
@@ -63,6 +73,53 @@ std::vector<std::vector<double>> models_of(const auto& alg) {
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+sp_alg make_scsp(std::uint32_t train_rounds, std::uint32_t final_rounds) {
+  std::vector<std::vector<double>> x0;
+  for (std::uint32_t i = 0; i < 6; ++i) x0.push_back(tf::initial(i));
+  return sp_alg(std::move(x0), sp::parse_schedule("time-varying-ring", 6),
+                sp::scsp_phases(sp::parse_compressor("top-k:0.25"), 0.2, train_rounds, final_rounds),
+                sp::sparse_push_options{.threads = 2, .seed = 7});
+}
+
+/// Every field of a resumed run's result is the uninterrupted run's, bit for bit, but the round
+/// it started at, the times and the state's capacity.
+void check_same_result(const sp::train_result& b, const sp::train_result& a) {
+  CHECK(b.diverged == a.diverged);
+  CHECK(b.reason == a.reason);
+  CHECK(b.rounds_done == a.rounds_done);
+  CHECK(same_bits(b.first_loss, a.first_loss));
+  CHECK(same_bits(b.loss, a.loss));
+  CHECK(same_bits(b.eval.avg_node_accuracy, a.eval.avg_node_accuracy));
+  CHECK(same_bits(b.eval.averaged_model_accuracy, a.eval.averaged_model_accuracy));
+  CHECK(same_bits(b.eval.parameter_divergence, a.eval.parameter_divergence));
+  CHECK(b.report.round == a.report.round);
+  CHECK(same_bits(b.report.parameter_divergence, a.report.parameter_divergence));
+  CHECK(b.report.bytes_sent == a.report.bytes_sent);
+  CHECK(b.report.full_precision_bytes == a.report.full_precision_bytes);
+  CHECK(same_bits(b.report.comm_ratio, a.report.comm_ratio));
+  CHECK(b.bytes_after_training == a.bytes_after_training);
+  CHECK(b.messages_sent == a.messages_sent);
+  CHECK(b.messages_dropped == a.messages_dropped);
+  REQUIRE(b.weight_mass.has_value() == a.weight_mass.has_value());
+  if (a.weight_mass) CHECK(same_bits(*b.weight_mass, *a.weight_mass));
+  // not state_bytes_per_node: the capacity of buffers that grow with the rounds this process ran
+  // (a run resumed at round 20 never ran a compressed round: no top-k workspace)
+}
+
+using sp_trainer = sp::trainer<double, sp::single_process>;
+
+/// The message of the library error a call throws ("" when it throws none; any other exception,
+/// a std::filesystem_error for one, escapes and fails the test).
+template <class F>
+std::string library_error(F&& f) {
+  try {
+    f();
+  } catch (const sp::error& e) {
+    return e.what();
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -400,4 +457,295 @@ TEST_CASE("shard_sampler: batches cover the shard every epoch, and a checkpoint 
   CHECK_THROWS_WITH(sp::shard_sampler({5, 7, 9, 12}, 0).read(r2), Catch::Contains("not this node's shard"));
   sp::shard_sampler empty;
   CHECK_THROWS_WITH(empty.next_batch(1, batch), Catch::Contains("has no samples"));
+}
+
+TEST_CASE("trainer: a resume inside SCSP's final rounds reports the uninterrupted run's result", "[train]") {
+  // 20 training rounds, then 10 of exact gossip; checkpoints every 5 rounds: 25 is inside the
+  // final rounds, where no local step is taken and the final phase's bytes were counted from 20
+  const std::string dir = temp_dir("scsp"), other = temp_dir("scsp-other");
+  sp::single_process group(6);
+  auto o = options(30, dir);
+  o.train_rounds = 20;
+  o.checkpoint_every = 5;
+  auto alg = make_scsp(20, 10);
+  tf::backend be(6, 0, 6);
+  const auto a = sp_trainer(group, settings(0.02), o, be.hooks()).run(alg);
+  REQUIRE(a.bytes_after_training.has_value());
+  CHECK(*a.bytes_after_training > 0);
+  REQUIRE(sp::checkpoint_directory(dir).read_manifest().round == 25);
+
+  for (const std::uint32_t from : {25u, 20u, 15u}) {  // inside the final rounds, at their start, before them
+    auto alg2 = make_scsp(20, 10);
+    tf::backend be2(6, 0, 6);
+    auto o2 = options(30, other, dir);
+    o2.train_rounds = 20;
+    o2.checkpoint_every = 5;
+    o2.resume_round = from == 25 ? 0 : from;
+    if (from == 15) {  // only the latest two and the resumed round are kept: run the first part again
+      auto alg1 = make_scsp(20, 10);
+      tf::backend be1(6, 0, 6);
+      auto o1 = options(30, temp_dir("scsp-15"));
+      o1.train_rounds = 20;
+      o1.checkpoint_every = 15;
+      sp_trainer(group, settings(0.02), o1, be1.hooks()).run(alg1);
+      o2.resume_dir = o1.checkpoint_dir;
+      o2.resume_round = 15;
+    }
+    const auto b = sp_trainer(group, settings(0.02), o2, be2.hooks()).run(alg2);
+    INFO("resumed from round " << from);
+    CHECK(b.resumed_at == from);
+    check_same_result(b, a);
+    CHECK(models_of(alg2) == models_of(alg));
+    if (from == 15) std::filesystem::remove_all(o2.resume_dir);
+  }
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(other);
+}
+
+TEST_CASE("trainer: a run that resumed from round R keeps R's files, and resume_round repeats it", "[train]") {
+  const std::string dir = temp_dir("again"), ref = temp_dir("again-ref");
+  sp::single_process group(6);
+  auto o = options(40, dir);
+  o.checkpoint_every = 5;
+  // the uninterrupted run
+  auto alg_ref = make_sp();
+  tf::backend be_ref(6, 0, 6);
+  auto oref = o;
+  oref.checkpoint_dir = ref;
+  const auto full = sp_trainer(group, settings(0.02), oref, be_ref.hooks()).run(alg_ref);
+  // a run that dies after its checkpoint of round 20
+  {
+    auto alg = make_sp();
+    tf::backend be(6, 0, 6);
+    sp::trainer_callbacks cb;
+    cb.progress = [](const sp::round_status& s) {
+      if (s.round == 22) throw std::runtime_error("killed");
+    };
+    CHECK_THROWS_WITH(sp_trainer(group, settings(0.02), o, be.hooks(), cb).run(alg), "killed");
+  }
+  const sp::checkpoint_directory ck(dir);
+  REQUIRE(ck.read_manifest().round == 20);
+  // resume it in the same directory: the run goes on to 35, round 20 stays, 25 is removed
+  auto resume_in_place = [&](std::uint32_t round) {
+    auto alg = make_sp();
+    tf::backend be(6, 0, 6);
+    auto o2 = options(40, {}, dir);
+    o2.checkpoint_every = 5;
+    o2.resume_round = round;
+    const auto r = sp_trainer(group, settings(0.02), o2, be.hooks()).run(alg);
+    CHECK(models_of(alg) == models_of(alg_ref));
+    CHECK(be.velocity == be_ref.velocity);
+    return r;
+  };
+  const auto first = resume_in_place(0);
+  CHECK(first.resumed_at == 20);
+  check_same_result(first, full);
+  REQUIRE(ck.read_manifest().round == 35);
+  CHECK(std::filesystem::exists(ck.rank_file(20, 0)));
+  CHECK_FALSE(std::filesystem::exists(ck.rank_file(25, 0)));
+  CHECK(std::filesystem::exists(ck.rank_file(30, 0)));
+  CHECK(std::filesystem::exists(ck.rank_file(35, 0)));
+  // the same resume again, from the kept round: the same result, and round 20 is still kept
+  const auto second = resume_in_place(20);
+  CHECK(second.resumed_at == 20);
+  check_same_result(second, full);
+  CHECK(std::filesystem::exists(ck.rank_file(20, 0)));
+  CHECK(resume_in_place(0).resumed_at == 35);  // 0: the manifest's round, as before
+  // a removed round, a round newer than the manifest's, and resume_round without a directory
+  auto refused = [&](std::uint32_t round) {
+    auto alg = make_sp();
+    tf::backend be(6, 0, 6);
+    auto o2 = options(40, {}, dir);
+    o2.resume_round = round;
+    sp_trainer tr(group, settings(0.02), o2, be.hooks());
+    const auto before = models_of(alg);
+    const auto why = library_error([&] { tr.run(alg); });
+    CHECK(models_of(alg) == before);
+    return why;
+  };
+  CHECK_THAT(refused(25), Catch::Contains("cannot open " + ck.rank_file(25, 0) + ": no such file (the checkpoint of round 25 is not there"));
+  CHECK_THAT(refused(39), Catch::Contains("round 39 was asked for, but the directory's last complete checkpoint is round 35"));
+  std::filesystem::remove(ck.rank_file(35, 0));  // the manifest's round, one file lost
+  CHECK_THAT(refused(0), Catch::Contains("cannot open " + ck.rank_file(35, 0) + ": no such file (the checkpoint of round 35 is not there)"));
+  auto bad = options(40);
+  bad.resume_round = 20;
+  tf::backend be(6, 0, 6);
+  CHECK_THROWS_WITH(sp_trainer(group, settings(0.02), bad, be.hooks()), Catch::Contains("resume_round 20 needs a resume_dir"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(ref);
+}
+
+TEST_CASE("trainer: started() comes after the checkpoint is applied, and never after a failed resume", "[train]") {
+  const std::string dir = temp_dir("started");
+  sp::single_process group(6);
+  std::vector<std::string> events;
+  std::vector<std::vector<double>> velocity_at_start;
+  tf::backend be(6, 0, 6);
+  sp::trainer_callbacks cb;
+  cb.resumed = [&](std::uint32_t t) { events.push_back("resumed " + std::to_string(t)); };
+  cb.started = [&](std::uint32_t t) {
+    events.push_back("started " + std::to_string(t));
+    velocity_at_start = be.velocity;
+  };
+  cb.progress = [&](const sp::round_status& s) {
+    if (events.back().rfind("round", 0) != 0) events.push_back("round " + std::to_string(s.round));
+  };
+  auto alg = make_sp();
+  sp_trainer(group, settings(0.02), options(12, dir), be.hooks(), cb).run(alg);
+  CHECK(events == std::vector<std::string>{"started 0", "round 1"});
+  CHECK(velocity_at_start == tf::backend(6, 0, 6).velocity);
+
+  // the checkpoint of round 10 holds velocities the test reads on its own
+  const sp::checkpoint_directory ck(dir);
+  const auto file = sp::read_file_bytes(ck.rank_file(10, 0));
+  REQUIRE(std::memcmp(file.data() + 20, "TRN2", 4) == 0);
+  events.clear();
+  auto alg2 = make_sp();
+  tf::backend fresh(6, 0, 6);
+  be.velocity = fresh.velocity;
+  sp_trainer(group, settings(0.02), options(12, {}, dir), be.hooks(), cb).run(alg2);
+  CHECK(events == std::vector<std::string>{"resumed 10", "started 10", "round 11"});
+  CHECK(velocity_at_start != fresh.velocity);  // restored before started()
+  CHECK(models_of(alg2) == models_of(alg));
+
+  // a resume refused (other settings): neither resumed() nor started() is called
+  events.clear();
+  auto alg3 = make_sp();
+  CHECK_THROWS_AS(sp_trainer(group, settings(0.03), options(12, {}, dir), be.hooks(), cb).run(alg3), sp::checkpoint_error);
+  CHECK(events.empty());
+  // a checkpoint of the previous layout (trainer section TRNR) is refused by name, not misread
+  sp::checkpoint_writer w;
+  w.section("TRNR");
+  w.str(settings(0.02).text());
+  w.u32(10);
+  sp::write_file_atomic(ck.rank_file(10, 0), w.finish());
+  CHECK_THROWS_WITH(sp_trainer(group, settings(0.02), options(12, {}, dir), be.hooks(), cb).run(alg3),
+                    Catch::Contains("round-10.rank-0.ckpt was written by an older sparsepush (trainer section 'TRNR'"));
+  CHECK(events.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("trainer: a second run on a checkpoint directory in use is refused", "[train]") {
+  const std::string dir = temp_dir("lock"), other = temp_dir("lock-other");
+  sp::single_process group(6);
+  std::filesystem::create_directories(dir);
+  // another process's lock, as flock(2) sees it: a second open file description of DIR/lock
+  const std::string lock_path = dir + "/lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  REQUIRE(::write(fd, "4242\n", 5) == 5);
+  auto alg = make_sp();
+  const auto before = models_of(alg);
+  tf::backend be(6, 0, 6);
+  sp::trainer_callbacks cb;
+  bool started = false;
+  cb.started = [&](std::uint32_t) { started = true; };
+  CHECK_THROWS_WITH(sp_trainer(group, settings(0.02), options(12, dir), be.hooks(), cb).run(alg),
+                    Catch::Contains("checkpoint directory " + dir + " is in use by process 4242"));
+  CHECK_FALSE(started);
+  CHECK(models_of(alg) == before);
+  // a run resuming from a directory in use is refused too, even when it checkpoints elsewhere
+  CHECK_THROWS_WITH(sp_trainer(group, settings(0.02), options(12, other, dir), be.hooks()).run(alg),
+                    Catch::Contains("checkpoint directory " + dir + " is in use by process 4242"));
+  ::close(fd);  // the other process ends: its lock goes with it
+
+  // while a run goes on, its directory is locked (by this process's PID); after it, it is free
+  int tried = 0, refused = 0;
+  cb.progress = [&](const sp::round_status&) {
+    const int probe = ::open(lock_path.c_str(), O_RDWR);
+    ++tried;
+    if (probe >= 0 && ::flock(probe, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) ++refused;
+    if (probe >= 0) ::close(probe);
+  };
+  sp_trainer(group, settings(0.02), options(12, dir), be.hooks(), cb).run(alg);
+  CHECK(tried == 12);
+  CHECK(refused == 12);
+  {
+    const auto held = sp::checkpoint_directory(dir).lock();  // free again
+    CHECK(held.held());
+    CHECK_THROWS_WITH(sp::checkpoint_directory(dir).lock(),
+                      Catch::Contains("is in use by process " + std::to_string(::getpid())));
+  }
+  CHECK(sp::checkpoint_directory(dir).lock().held());  // released with its object
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(other);
+}
+
+TEST_CASE("trainer: resume never creates its directory, and file-system errors name the path", "[train]") {
+  sp::single_process group(6);
+  const std::string base = temp_dir("paths");
+  std::filesystem::create_directories(base);
+  auto run_with = [&](const std::string& ckpt, const std::string& resume) {
+    auto alg = make_sp();
+    tf::backend be(6, 0, 6);
+    bool started = false;
+    sp::trainer_callbacks cb;
+    cb.started = [&](std::uint32_t) { started = true; };
+    const auto why = library_error([&] { sp_trainer(group, settings(0.02), options(12, ckpt, resume), be.hooks(), cb).run(alg); });
+    CHECK_FALSE(started);
+    return why;
+  };
+  // a missing resume directory is an error and stays missing
+  const std::string missing = base + "/missing";
+  CHECK_THAT(run_with({}, missing), Catch::Contains("resume " + missing + ": no such directory"));
+  CHECK_FALSE(std::filesystem::exists(missing));
+  CHECK_THAT(run_with(base + "/elsewhere", missing), Catch::Contains("resume " + missing + ": no such directory"));
+  CHECK_FALSE(std::filesystem::exists(missing));
+  // a file where the directory is meant
+  const std::string file = base + "/file";
+  std::ofstream(file) << "x";
+  CHECK_THAT(run_with({}, file), Catch::Contains("resume " + file + " is a file, not a directory"));
+  CHECK_THAT(run_with(file, {}), Catch::Contains(file) && Catch::Contains("not a directory"));
+  // a 300-character name (longer than NAME_MAX) and a symbolic-link loop: the library's errors
+  const std::string longname = base + "/" + std::string(300, 'a');
+  CHECK_THAT(run_with(longname, {}), Catch::Contains(longname) && Catch::Contains("File name too long"));
+  CHECK_THAT(run_with({}, longname), Catch::Contains("resume " + longname) && Catch::Contains("File name too long"));
+  CHECK_FALSE(sp::checkpoint_directory(longname).has_manifest());
+  const std::string loop = base + "/loop";
+  std::filesystem::create_symlink("loop", loop);
+  CHECK_THAT(run_with({}, loop), Catch::Contains("resume " + loop) && Catch::Contains("symbolic links"));
+  CHECK_THAT(run_with(loop, {}), Catch::Contains(loop) && Catch::Contains("symbolic links"));
+  CHECK_THAT(run_with(loop + "/sub", {}), Catch::Contains(loop + "/sub"));
+  std::filesystem::remove_all(base);
+}
+
+TEST_CASE("trainer: a resume with a changed setting reports the setting, not the round it holds", "[train]") {
+  // another final tolerance gives SCSP another number of final rounds: the run is shorter than
+  // the checkpoint's round, and the changed setting is what the user must read
+  const std::string dir = temp_dir("order");
+  sp::single_process group(6);
+  auto alg = make_sp();
+  tf::backend be(6, 0, 6);
+  sp_trainer(group, settings(0.02, 1e-3), options(30, dir), be.hooks()).run(alg);
+  REQUIRE(sp::checkpoint_directory(dir).read_manifest().round == 20);
+  auto alg2 = make_sp();
+  const auto why = library_error([&] { sp_trainer(group, settings(0.02, 1e-1), options(15, {}, dir), be.hooks()).run(alg2); });
+  CHECK_THAT(why, Catch::Contains("other settings: final_tolerance=0.001 (now 0.1)"));
+  CHECK_THAT(why, !Catch::Contains("outside"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("checkpoint_directory: every rank may prepare the same directory at once", "[train]") {
+  // MPI ranks probe the shared directory together (3 ranks failed at once with "cannot write in
+  // the checkpoint directory: File exists" when every probe had one name): each probe has a name
+  // of its own and leaves the others' alone
+  const std::string dir = temp_dir("probe");
+  std::filesystem::create_directories(dir);
+  const std::string in_flight = dir + "/.write-probe";  // another rank's probe, under the old name
+  std::ofstream(in_flight) << "rank 1";
+  sp::checkpoint_directory(dir).prepare();
+  CHECK(std::filesystem::exists(in_flight));
+  std::filesystem::remove(in_flight);
+  std::vector<std::string> errors(6);
+  std::vector<std::thread> ranks;
+  for (std::size_t k = 0; k < errors.size(); ++k)
+    ranks.emplace_back([&, k] {
+      for (int i = 0; i < 300 && errors[k].empty(); ++i)
+        errors[k] = library_error([&] { sp::checkpoint_directory(dir).prepare(); });
+    });
+  for (auto& t : ranks) t.join();
+  for (const auto& e : errors) CHECK(e.empty());
+  CHECK(std::filesystem::is_empty(dir));  // no probe left behind
+  std::filesystem::remove_all(dir);
 }

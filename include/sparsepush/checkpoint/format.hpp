@@ -136,6 +136,12 @@ class checkpoint_reader {
            std::to_string(pos_ + 20) + " where '" + std::string(tag) + "' was expected");
     pos_ += 4;
   }
+  /// The tag of the section that comes next ("" when fewer than 4 bytes are left), read without
+  /// moving on: a reader can name a section of an older layout instead of misreading it.
+  std::string next_tag() const {
+    if (remaining() < 4) return {};
+    return std::string(reinterpret_cast<const char*>(data_.data() + pos_), 4);
+  }
   std::uint32_t u32(std::string_view what) { return scalar<std::uint32_t>(what); }
   std::uint64_t u64(std::string_view what) { return scalar<std::uint64_t>(what); }
   double f64(std::string_view what) { return std::bit_cast<double>(scalar<std::uint64_t>(what)); }

@@ -2,17 +2,23 @@
 // through zlib, which handles both). Images: magic 0x00000803, count, rows, cols, then
 // count*rows*cols bytes; labels: magic 0x00000801, count, then count bytes (big-endian header).
 // load_fashion_mnist(dir) reads the four files of Debian's dataset-fashion-mnist package
-// (/usr/share/datasets/fashion-mnist). Every failure is a data_error naming file and problem.
-// Needs zlib: link sparsepush::data; the core never includes this header.
+// (/usr/share/datasets/fashion-mnist). Every failure is a data_error naming file and problem;
+// only regular files are opened (a FIFO would block open() forever). Needs zlib: link
+// sparsepush::data; the core never includes this header.
 #pragma once
 
 #include <zlib.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
+#include "../checkpoint/file.hpp"  // detail::open_regular_file
 #include "../config.hpp"
 
 namespace sparsepush {
@@ -42,11 +48,16 @@ namespace detail {
 class gz_reader {
  public:
   explicit gz_reader(const std::string& path) : path_(path) {
-    if (!std::filesystem::exists(path))
+    const opened_file file = open_regular_file(path);
+    if (file.fd < 0 && file.error == ENOENT)
       throw data_error("data file " + path + " does not exist (install the Debian package "
                        "dataset-fashion-mnist or pass another directory)");
-    f_ = gzopen(path.c_str(), "rb");
-    if (!f_) throw data_error("cannot open data file " + path);
+    if (file.fd < 0) throw data_error(file.why);  // "PATH is not a regular file (a FIFO)", "cannot open PATH: ..."
+    f_ = gzdopen(file.fd, "rb");  // gzclose closes the descriptor
+    if (!f_) {
+      ::close(file.fd);
+      throw data_error("cannot open data file " + path + " (zlib)");
+    }
   }
   ~gz_reader() {
     if (f_) gzclose(f_);
@@ -104,10 +115,15 @@ class gz_reader {
     read(b, 4, what);
     return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
   }
-  /// True when no byte is left.
-  bool at_end() {
-    unsigned char c;
-    return gzread(f_, &c, 1) == 0;
+  /// The bytes left after what was read (reading them all).
+  std::uint64_t rest() {
+    unsigned char buf[1 << 16];
+    std::uint64_t n = 0;
+    for (;;) {
+      const std::size_t got = read_some(buf, sizeof buf, "the bytes after the data");
+      n += got;
+      if (got < sizeof buf) return n;
+    }
   }
   const std::string& path() const noexcept { return path_; }
 
@@ -133,7 +149,10 @@ inline idx_images read_idx_images(const std::string& path) {
     throw data_error(path + ": header announces " + std::to_string(bytes) +
                      " bytes of pixels, more than the 16 GiB (2^34 bytes) an image file may hold");
   in.read_into(im.pixels, bytes, "the pixels");
-  if (!in.at_end()) throw data_error(path + ": trailing bytes after " + std::to_string(im.count) + " images");
+  if (const std::uint64_t extra = in.rest())
+    throw data_error(path + ": " + std::to_string(extra) + " bytes after the " + std::to_string(im.count) + " images of " +
+                     std::to_string(im.rows) + "x" + std::to_string(im.cols) +
+                     " the header announces (is the header's image count or size wrong?)");
   return im;
 }
 
@@ -146,7 +165,9 @@ inline idx_labels read_idx_labels(const std::string& path) {
   if (count > (1u << 30)) throw data_error(path + ": implausible label count " + std::to_string(count));
   idx_labels lb;
   in.read_into(lb.labels, count, "the labels");
-  if (!in.at_end()) throw data_error(path + ": trailing bytes after " + std::to_string(count) + " labels");
+  if (const std::uint64_t extra = in.rest())
+    throw data_error(path + ": " + std::to_string(extra) + " bytes after the " + std::to_string(count) +
+                     " labels the header announces (is the header's label count wrong?)");
   return lb;
 }
 
@@ -180,7 +201,13 @@ struct fashion_mnist {
 
 inline fashion_mnist load_fashion_mnist(const std::string& dir = default_fashion_mnist_dir()) {
   const std::filesystem::path d(dir);
-  if (!std::filesystem::is_directory(d))
+  std::error_code ec;
+  const auto type = std::filesystem::status(d, ec).type();
+  if (ec && type != std::filesystem::file_type::not_found)  // a name too long, a symbolic-link loop, ...
+    throw data_error("data directory " + dir + ": " + ec.message());
+  if (type != std::filesystem::file_type::directory && type != std::filesystem::file_type::not_found)
+    throw data_error("data directory " + dir + " is not a directory");
+  if (type == std::filesystem::file_type::not_found)
     throw data_error("data directory " + dir + " does not exist (install the Debian package dataset-fashion-mnist "
                      "or pass --data DIR)");
   fashion_mnist fm{load_labelled((d / "train-images-idx3-ubyte.gz").string(), (d / "train-labels-idx1-ubyte.gz").string()),

@@ -2,18 +2,23 @@
 // Round t at every node this process runs: p_i = step(xh_i) on the algorithm's threads (the
 // user's backend: a minibatch gradient and its optimizer), then alg.round(t, p, lr(t)); every
 // `eval_every` rounds and after the last, the metrics of evaluate.hpp over every node; every
-// `checkpoint_every` rounds a checkpoint that resume continues bit for bit. What a front end
-// decides (when to stop a diverging run, what to print) comes in as callbacks.
+// `checkpoint_every` rounds a checkpoint that resume continues bit for bit (a resumed run's
+// train_result is the uninterrupted run's in every field but resumed_at, the times and
+// state_bytes_per_node, the capacity of buffers that grow with the rounds run). What a
+// front end decides (when to stop a diverging run, what to print) comes in as callbacks.
 #pragma once
 
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "../algorithm/trainer.hpp"
@@ -49,6 +54,13 @@ struct local_training {
 };
 
 /// How long and how a run goes.
+///
+/// Checkpoints kept in a directory: the manifest's round (the latest complete checkpoint) and the
+/// one before it; older ones are removed once a newer one is complete. One more is kept: a run
+/// that resumed from round R of its own checkpoint directory never removes round R's files, so
+/// the same resume can be repeated with resume_round = R even after the manifest moved on. The
+/// directory is locked (DIR/lock, see checkpoint_directory::lock) from start_round() to the end
+/// of run(): a second run on it is refused while the first is alive.
 struct trainer_options {
   std::uint32_t rounds = 0;          ///< rounds of the run
   std::uint32_t train_rounds = 0;    ///< rounds that may take a local step (0: all of them)
@@ -58,6 +70,10 @@ struct trainer_options {
   std::string checkpoint_dir;        ///< checkpoints go there (empty: none)
   std::uint32_t checkpoint_every = 0;  ///< rounds between checkpoints (0: at every evaluation)
   std::string resume_dir;            ///< continue the run checkpointed there (empty: start at round 0)
+  /// The round to resume from: 0 is the manifest's (the latest); R is exactly round R, a round
+  /// the directory still holds (the one before the latest, or one a run resumed from), not newer
+  /// than the manifest's.
+  std::uint32_t resume_round = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();  ///< for wall_seconds
 };
 
@@ -83,6 +99,10 @@ struct trainer_callbacks {
   std::function<void(const round_status&)> progress;
   /// After a resumed run has restored its checkpoint, before its first round.
   std::function<void(std::uint32_t round)> resumed;
+  /// Once per run(), before its first round `round` (0, or the round resumed at): after a
+  /// resume's checkpoint was read, checked and applied (and after `resumed`). A failed resume
+  /// never gets here, so a front end that opens its outputs here leaves them untouched.
+  std::function<void(std::uint32_t round)> started;
   /// Before a checkpoint is written (e.g. flush a log that resume keeps up to that round).
   std::function<void(std::uint32_t round)> before_checkpoint;
 };
@@ -96,12 +116,14 @@ struct train_result {
   double first_loss = 0.0, loss = 0.0;
   evaluation eval;                    ///< the last evaluation
   round_report report;                ///< bytes of every process at the last evaluation
-  std::optional<std::size_t> bytes_after_training;  ///< bytes sent in the rounds without local step
+  std::optional<std::size_t> bytes_after_training;  ///< bytes sent in the rounds without local step (carried over a resume)
   std::size_t messages_sent = 0, messages_dropped = 0;  ///< every process's
   std::optional<double> weight_mass;  ///< sum_i u_i over every node, in node order (push-sum only)
+  /// The bytes of state this process's first node holds at the end: its buffers' capacity, which
+  /// depends on the rounds this process ran (not carried over a resume, as the times)
   std::size_t state_bytes_per_node = 0;
   double train_seconds = 0.0;         ///< inside rounds (carried over a resume)
-  double eval_seconds = 0.0;
+  double eval_seconds = 0.0;          ///< inside evaluations (carried over a resume)
 };
 
 /// The stop a guard can give for the usual failure: a mean loss that is not finite or grew past
@@ -136,6 +158,8 @@ class trainer {
       throw config_error("trainer: local_training needs step, direction and accuracy");
     if (opt_.eval_every == 0) opt_.eval_every = std::max<std::uint32_t>(1, opt_.rounds / 10);
     if (opt_.checkpoint_every == 0) opt_.checkpoint_every = opt_.eval_every;
+    if (opt_.resume_round > 0 && opt_.resume_dir.empty())
+      throw config_error("trainer: resume_round " + std::to_string(opt_.resume_round) + " needs a resume_dir");
     if (opt_.checkpoint_dir.empty()) opt_.checkpoint_dir = opt_.resume_dir;
     last_loss_.assign(group.local_nodes(), 0.0);
   }
@@ -143,54 +167,61 @@ class trainer {
   const run_settings& settings() const noexcept { return settings_; }
   const trainer_options& options() const noexcept { return opt_; }
 
-  /// The round the run starts at: every process checks that all run the same settings and that
-  /// it can write checkpoints, then (with resume_dir) rank 0 reads the manifest and checks it
-  /// against this run. Collective; run() calls it if the caller did not.
+  /// The round the run starts at. Collective; run() calls it if the caller did not. Every
+  /// process checks that all run the same settings, that the resume directory exists (resume
+  /// never creates one) and that it can write checkpoints; rank 0 locks the directories (every
+  /// rank shares them) and, with resume_dir, reads the manifest and checks it against this run:
+  /// settings first, then the rank count, then the round and its files. A failure on any process
+  /// is an error on every process (its own message where it failed).
   std::uint32_t start_round() {
     if (started_) return start_;
     group_->agree(settings_.text());
-    if (!opt_.checkpoint_dir.empty()) checkpoint_directory(opt_.checkpoint_dir).prepare();
-    if (!opt_.resume_dir.empty()) {
-      std::string why;
-      std::uint32_t round = 0;
+    std::uint32_t round = 0;
+    std::exception_ptr failed;
+    try {
+      if (!opt_.resume_dir.empty()) checkpoint_directory(opt_.resume_dir).require_existing("resume");
+      if (!opt_.checkpoint_dir.empty()) checkpoint_directory(opt_.checkpoint_dir).prepare();
+      same_dir_ = !opt_.resume_dir.empty() && same_directory(opt_.resume_dir, opt_.checkpoint_dir);
       if (group_->rank() == 0) {
-        try {
-          round = check_manifest(checkpoint_directory(opt_.resume_dir).read_manifest());
-        } catch (const error& e) {
-          why = e.what();
-        }
+        if (!opt_.checkpoint_dir.empty()) ckpt_lock_ = checkpoint_directory(opt_.checkpoint_dir).lock();
+        if (!opt_.resume_dir.empty() && !same_dir_) resume_lock_ = checkpoint_directory(opt_.resume_dir).lock();
+        if (!opt_.resume_dir.empty()) round = check_manifest(checkpoint_directory(opt_.resume_dir).read_manifest());
       }
-      round = group_->broadcast(why.empty() ? round : std::uint32_t{0});
-      if (round == 0) {
-        if (!why.empty()) throw checkpoint_error(why.substr(std::string_view("sparsepush: ").size()));
-        throw checkpoint_error("resume " + opt_.resume_dir + ": rank 0 could not resume (see its error)");
-      }
-      start_ = round;
+    } catch (...) {
+      failed = std::current_exception();
     }
+    if (any_failed(failed)) fail_everywhere(failed, "cannot start the run");
+    start_ = group_->broadcast(round);
     started_ = true;
     return start_;
   }
 
   /// Run the rounds from start_round() to the end. A is a decentralized algorithm (sparse_push,
-  /// choco, centralized) over this process's nodes.
+  /// choco, centralized) over this process's nodes. The directory locks are released when it
+  /// returns or throws.
   template <class A>
   train_result run(A& alg) {
     using clock = std::chrono::steady_clock;
+    struct unlock_at_end {
+      trainer* t;
+      ~unlock_at_end() { t->release_locks(); }
+    } unlock{this};
     train_result res;
     res.resumed_at = start_round();
     detail::check_layout(alg, *group_, "trainer");
     const std::size_t ln = group_->local_nodes();
     if (res.resumed_at > 0) {
-      load(alg, res.resumed_at);
+      resume(alg, res.resumed_at);
       if (cb_.resumed) cb_.resumed(res.resumed_at);
     }
+    if (cb_.started) cb_.started(res.resumed_at);
     std::uint32_t ckpt_prev = res.resumed_at;
     round_status st;
     st.rounds = opt_.rounds;
     for (std::uint32_t t = res.resumed_at; t < opt_.rounds; ++t) {
       if (t == opt_.train_rounds) {  // the first round without local step
         if (be_.training_ended) be_.training_ended();
-        res.bytes_after_training = group_->sum(alg.bytes_sent());
+        bytes_at_training_end_ = group_->sum(alg.bytes_sent());
       }
       const auto r0 = clock::now();
       step(alg, t, opt_.lr(std::min(t, opt_.train_rounds - 1)));
@@ -232,7 +263,7 @@ class trainer {
     if (res.diverged) return res;
     res.eval = st.eval;
     res.report = st.report;
-    if (res.bytes_after_training) *res.bytes_after_training = st.report.bytes_sent - *res.bytes_after_training;
+    if (bytes_at_training_end_) res.bytes_after_training = st.report.bytes_sent - *bytes_at_training_end_;
     if constexpr (requires { alg.group().u(std::size_t{0}); }) {
       std::vector<double> us(ln);
       for (std::size_t i = 0; i < ln; ++i) us[i] = alg.group().u(i);
@@ -252,6 +283,13 @@ class trainer {
   }
 
  private:
+  /// The trainer's section of a rank file. TRN2 carries what train_result reports beyond the
+  /// algorithm's state: the bytes sent before the rounds without local step (a resume inside
+  /// SCSP's final rounds reports the final phase's bytes) and the evaluation time. TRNR, its
+  /// predecessor, is named in the refusal, never misread.
+  static constexpr const char* section_tag = "TRN2";
+  static constexpr const char* old_section_tag = "TRNR";
+
   /// Ask the guard; a reason ends the run as diverged.
   bool stopped(const round_status& st, train_result& res) const {
     if (!cb_.guard) return false;
@@ -262,6 +300,32 @@ class trainer {
     return true;
   }
 
+  /// Collective: whether any process failed (`failed` holds this process's error, if any).
+  bool any_failed(const std::exception_ptr& failed) { return group_->sum(std::uint64_t{failed ? 1u : 0u}) > 0; }
+
+  /// After any_failed(): throw on every process, its own error where it has one, so that no
+  /// process waits in a collective call for one that gave up.
+  [[noreturn]] void fail_everywhere(const std::exception_ptr& failed, const std::string& what) {
+    release_locks();
+    if (failed) std::rethrow_exception(failed);
+    throw checkpoint_error(what + ": another rank failed (see its error); nothing was changed");
+  }
+
+  void release_locks() noexcept {
+    ckpt_lock_.release();
+    resume_lock_.release();
+  }
+
+  static bool same_directory(const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    std::error_code ec;
+    const bool same = std::filesystem::equivalent(a, b, ec);
+    return !ec && same;
+  }
+
+  /// The round to resume at, from rank 0's reading of the manifest. The settings come first: a
+  /// changed setting (which may change the round count) is reported as such, not as a round
+  /// outside the run.
   std::uint32_t check_manifest(const checkpoint_manifest& m) const {
     const std::string& dir = opt_.resume_dir;
     if (m.settings != settings_.text())
@@ -270,10 +334,23 @@ class trainer {
     if (m.ranks != static_cast<std::uint32_t>(group_->ranks()))
       throw checkpoint_error("resume " + dir + " was written by " + std::to_string(m.ranks) +
                              " rank(s), this run has " + std::to_string(group_->ranks()));
-    if (m.round == 0 || m.round >= opt_.rounds)
-      throw checkpoint_error("resume " + dir + " holds round " + std::to_string(m.round) + ", outside this run's 1.." +
+    const std::uint32_t want = opt_.resume_round;
+    if (want > m.round)
+      throw checkpoint_error("resume " + dir + ": round " + std::to_string(want) +
+                             " was asked for, but the directory's last complete checkpoint is round " +
+                             std::to_string(m.round));
+    const std::uint32_t round = want ? want : m.round;
+    if (round == 0 || round >= opt_.rounds)
+      throw checkpoint_error("resume " + dir + " holds round " + std::to_string(round) + ", outside this run's 1.." +
                              std::to_string(opt_.rounds - 1));
-    return m.round;
+    const std::string missing = checkpoint_directory(dir).missing_rank_file(round, m.ranks);
+    if (!missing.empty())
+      throw checkpoint_error("resume " + dir + ": cannot open " + missing + ": no such file (the checkpoint of round " +
+                             std::to_string(round) + " is not there" +
+                             (want ? std::string("; a directory keeps its manifest's round, the one before it and "
+                                                 "the round a run resumed from)")
+                                   : std::string(")")));
+    return round;
   }
 
   /// p_i at every node this process runs (on the algorithm's threads), then the round.
@@ -299,12 +376,14 @@ class trainer {
   }
 
   /// This process's nodes after round next - 1: the trainer's own state, the backend's, the
-  /// algorithm's; then (every rank's file written) rank 0 moves the manifest on.
+  /// algorithm's; then (every rank's file written) rank 0 moves the manifest on, and each rank
+  /// removes its files older than the previous checkpoint, except the round this run resumed
+  /// from when it checkpoints into the directory it resumed from.
   template <class A>
   void save(const A& alg, std::uint32_t next, std::uint32_t prev) {
     const checkpoint_directory dir(opt_.checkpoint_dir);
     checkpoint_writer w;
-    w.section("TRNR");
+    w.section(section_tag);
     w.str(settings_.text());
     w.u32(next);
     w.u32(static_cast<std::uint32_t>(group_->rank()));
@@ -313,6 +392,9 @@ class trainer {
     w.u64(group_->local_nodes());
     w.f64(first_loss_);
     w.f64(train_seconds_);
+    w.f64(eval_seconds_);
+    w.u32(bytes_at_training_end_ ? 1u : 0u);
+    w.u64(bytes_at_training_end_.value_or(0));
     w.values(std::span<const double>(last_loss_));
     if (be_.save) be_.save(w);
     alg.save(w);
@@ -320,16 +402,49 @@ class trainer {
     group_->agree("checkpoint round " + std::to_string(next));  // every rank's file is written
     if (group_->rank() == 0)
       dir.write_manifest({next, static_cast<std::uint32_t>(group_->ranks()), settings_.text()});
-    dir.remove_older(prev, group_->rank());
+    dir.remove_older(prev, group_->rank(), same_dir_ ? start_ : 0);
   }
 
-  /// Restore this rank's file of round `round`: all of it, or (checkpoint_error) nothing.
+  /// Restore this rank's file of round `round`, on every process or (an error on every process)
+  /// on none: the algorithm's state before is kept in memory until every process has read and
+  /// checked its file, and put back when one of them refused its own.
   template <class A>
-  void load(A& alg, std::uint32_t round) {
+  void resume(A& alg, std::uint32_t round) {
+    std::vector<std::byte> before;
+    bool alg_changed = false;
+    std::function<void()> apply;
+    std::exception_ptr failed;
+    try {
+      checkpoint_writer w;
+      alg.save(w);
+      before = w.finish();
+      apply = load(alg, round, alg_changed);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    if (!any_failed(failed)) {
+      apply();
+      return;
+    }
+    if (alg_changed) {  // this process's file was good (or refused after the algorithm's part)
+      checkpoint_reader r(before, "the state before the resume");
+      alg.restore(r);
+    }
+    fail_everywhere(failed, "resume " + opt_.resume_dir);
+  }
+
+  /// Read and check this rank's file of round `round`; restore the algorithm from it (all of it
+  /// or nothing; `alg_changed` tells) and return what applies the rest (the trainer's state, the
+  /// backend's).
+  template <class A>
+  std::function<void()> load(A& alg, std::uint32_t round, bool& alg_changed) {
     const std::string path = checkpoint_directory(opt_.resume_dir).rank_file(round, group_->rank());
     const auto bytes = read_file_bytes(path);
     checkpoint_reader r(bytes, path);
-    r.section("TRNR");
+    if (r.next_tag() == old_section_tag)
+      r.fail(std::string("was written by an older sparsepush (trainer section '") + old_section_tag + "', this build reads '" +
+             section_tag + "'): it cannot be resumed by this build; start the run again");
+    r.section(section_tag);
     const std::string was = r.str("settings", std::size_t{1} << 16);
     if (was != settings_.text())
       r.fail("was written with other settings: " + settings_.diff_from(run_settings::parse(was)));
@@ -340,16 +455,27 @@ class trainer {
       r.fail("was written by another rank layout");
     const double fl = r.f64("first loss");
     const double ts = r.f64("train seconds");
+    const double es = r.f64("eval seconds");
+    const std::uint32_t has_bytes = r.u32("final-phase flag");
+    const std::uint64_t bytes_then = r.u64("bytes before the final phase");
+    if (has_bytes > 1) r.fail("holds a final-phase flag of " + std::to_string(has_bytes) + " (0 or 1)");
     std::vector<double> ll(group_->local_nodes());
     r.values(std::span<double>(ll), "last losses");
-    std::function<void()> apply;
-    if (be_.restore) apply = be_.restore(r);
+    std::function<void()> apply_backend;
+    if (be_.restore) apply_backend = be_.restore(r);
     alg.restore(r);  // checks everything before it changes anything
+    alg_changed = true;
     r.done();
-    first_loss_ = fl;
-    train_seconds_ = ts;
-    last_loss_ = std::move(ll);
-    if (apply) apply();
+    return [this, round, fl, ts, es, has_bytes, bytes_then, ll = std::move(ll), apply_backend = std::move(apply_backend)] {
+      first_loss_ = fl;
+      train_seconds_ = ts;
+      eval_seconds_ = es;
+      // the bytes before this run's first round without local step, when the checkpoint is past it
+      // (a run with more training rounds counts them itself when it gets there)
+      if (has_bytes && round > opt_.train_rounds) bytes_at_training_end_ = bytes_then;
+      last_loss_ = ll;
+      if (apply_backend) apply_backend();
+    };
   }
 
   G* group_;
@@ -359,9 +485,12 @@ class trainer {
   trainer_callbacks cb_;
   bool started_ = false;
   std::uint32_t start_ = 0;
+  bool same_dir_ = false;                  ///< checkpoints go to the directory resumed from
+  checkpoint_lock ckpt_lock_, resume_lock_;  ///< rank 0's, from start_round() to the end of run()
   std::vector<double> last_loss_;
   double first_loss_ = -1.0;
   double train_seconds_ = 0.0, eval_seconds_ = 0.0;
+  std::optional<std::uint64_t> bytes_at_training_end_;  ///< over every process, at round train_rounds
   std::vector<std::vector<T>> xh_;        ///< xh_i, one per worker thread
   std::vector<std::span<const T>> views_;  ///< the directions handed to the round
 };
