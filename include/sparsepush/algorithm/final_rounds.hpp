@@ -16,6 +16,7 @@
 
 #include "../config.hpp"
 #include "../topology/schedule.hpp"
+#include "../topology/validate.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -67,6 +68,7 @@ final_rounds_plan final_rounds_for(const S& s, std::uint64_t first_round, double
     const std::uint64_t t = first_round + k - 1;
     for (std::uint32_t j = 0; j < n; ++j) {
       s.out_edges(t, j, col);
+      check_column(t, j, col, n);  // a receiver outside [0, n) would write outside the product
       const double* from = p.data() + std::size_t{j} * n;
       for (const auto& e : col) {
         double* to = next.data() + std::size_t{e.to} * n;

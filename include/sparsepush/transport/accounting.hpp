@@ -12,6 +12,7 @@
 #include "../checkpoint.hpp"
 #include "../detail/philox.hpp"
 #include "../topology/graph.hpp"
+#include "../topology/validate.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -158,13 +159,11 @@ class network_accounting {
   /// The network hosts nodes [first, first + count) (a rank's block): the ledger counts those.
   void host(std::size_t first, std::size_t count) { ledger_ = byte_ledger(count, first); }
 
-  /// Node `from` posts round `round` to the receivers of `out`: every receiver must be a node of
-  /// the run (checked for all edges first, so that a bad one sends and counts nothing).
+  /// Node `from` posts round `round` to the receivers of `out`: `out` must be a valid column of
+  /// W(round) (check_column: receivers nodes of the run, named once, shares in [0, 1] summing to 1),
+  /// checked for all edges first, so that a bad one sends and counts nothing.
   void check_receivers(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out) const {
-    for (const auto& e : out)
-      if (e.to >= loss_.nodes)
-        throw schedule_error("node " + std::to_string(from) + " pushes to node " + std::to_string(e.to) +
-                             " outside [0, " + std::to_string(loss_.nodes) + ") in round " + std::to_string(round));
+    check_column(round, from, out, loss_.nodes);  // the loopback's check: range, shares, sum 1
   }
   /// Count a hosted sender's envelope of `bytes` on route r; true when the loss model loses it.
   bool count_envelope(const route& r, std::size_t bytes) noexcept {
