@@ -89,14 +89,15 @@ double averaged_model(const A& alg, G& group, std::vector<T>& avg) {
     }
   }
   double total = 0.0;
-  for (const double v : group.allgather(norms)) total += v;
+  for (const double v : detail::allgather(group, norms, "the divergence's gather of node distances")) total += v;
   return total / static_cast<double>(n);
 }
 
 /// The report of round `round` with this divergence and the bytes sent by every process.
 template <class A, process_group G>
 round_report report_over(const A& alg, std::uint32_t round, double divergence, G& group) {
-  return round_report::of(round, divergence, group.sum(alg.bytes_sent()), group.sum(alg.full_precision_bytes()));
+  return round_report::of(round, divergence, detail::sum(group, alg.bytes_sent(), "the sum of the bytes sent"),
+                          detail::sum(group, alg.full_precision_bytes(), "the sum of the full-precision bytes"));
 }
 }  // namespace detail
 
@@ -143,7 +144,8 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
   }
   for (std::size_t i = 0; i < ln; ++i) local_acc[i] = local_acc[same_as[i]];
   evaluation ev;
-  for (const double a : group.allgather(local_acc)) ev.avg_node_accuracy += a / static_cast<double>(n);
+  for (const double a : detail::allgather(group, local_acc, "the evaluation's gather of node accuracies"))
+    ev.avg_node_accuracy += a / static_cast<double>(n);
 
   std::vector<T> avg;
   ev.parameter_divergence = detail::averaged_model<T>(alg, group, avg);
@@ -164,7 +166,7 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
     }
     avg_acc = known ? *known : accuracy(0, avg);
   }
-  ev.averaged_model_accuracy = group.broadcast(avg_acc);
+  ev.averaged_model_accuracy = detail::broadcast(group, avg_acc, "the broadcast of the averaged model's accuracy");
   return ev;
 }
 

@@ -45,6 +45,26 @@ concept process_group = requires(G& g, const G& cg, std::span<const double> mine
   g.finish();
 };
 
+namespace detail {
+/// g.allgather / sum / broadcast with `what` naming the collective in a timeout's message, for a
+/// group that takes it (mpi_process_group); a group without that argument is called without it.
+template <class G>
+std::vector<double> allgather(G& g, std::span<const double> mine, std::string_view what) {
+  if constexpr (requires { g.allgather(mine, what); }) return g.allgather(mine, what);
+  else return g.allgather(mine);
+}
+template <class G>
+std::uint64_t sum(G& g, std::uint64_t v, std::string_view what) {
+  if constexpr (requires { g.sum(v, what); }) return g.sum(v, what);
+  else return g.sum(v);
+}
+template <class G, class V>
+V broadcast(G& g, V v, std::string_view what) {
+  if constexpr (requires { g.broadcast(v, what); }) return g.broadcast(v, what);
+  else return g.broadcast(v);
+}
+}  // namespace detail
+
 /// The group of one process running every node.
 class single_process {
  public:

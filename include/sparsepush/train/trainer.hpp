@@ -191,7 +191,7 @@ class trainer {
       failed = std::current_exception();
     }
     if (any_failed(failed)) fail_everywhere(failed, "cannot start the run");
-    start_ = group_->broadcast(round);
+    start_ = detail::broadcast(*group_, round, "the broadcast of the round to resume at");
     started_ = true;
     return start_;
   }
@@ -221,13 +221,14 @@ class trainer {
     for (std::uint32_t t = res.resumed_at; t < opt_.rounds; ++t) {
       if (t == opt_.train_rounds) {  // the first round without local step
         if (be_.training_ended) be_.training_ended();
-        bytes_at_training_end_ = group_->sum(alg.bytes_sent());
+        bytes_at_training_end_ = detail::sum(*group_, alg.bytes_sent(), "the sum of the bytes sent before the final rounds");
       }
       const auto r0 = clock::now();
       step(alg, t, opt_.lr(std::min(t, opt_.train_rounds - 1)));
       train_seconds_ += std::chrono::duration<double>(clock::now() - r0).count();
       double loss = 0;
-      for (const double l : group_->allgather(last_loss_)) loss += l / static_cast<double>(group_->total_nodes());
+      for (const double l : detail::allgather(*group_, last_loss_, "the per-round loss gather"))
+        loss += l / static_cast<double>(group_->total_nodes());
       if (first_loss_ < 0) first_loss_ = loss;
       const bool last = t + 1 == opt_.rounds;
       st.round = t + 1;
@@ -268,14 +269,14 @@ class trainer {
       std::vector<double> us(ln);
       for (std::size_t i = 0; i < ln; ++i) us[i] = alg.group().u(i);
       double mass = 0;
-      for (const double u : group_->allgather(us)) mass += u;
+      for (const double u : detail::allgather(*group_, us, "the gather of the push-sum weights")) mass += u;
       res.weight_mass = mass;
     }
     std::size_t dropped = 0, sent = 0;
     if constexpr (requires { alg.messages_dropped(); }) dropped = alg.messages_dropped();
     if constexpr (requires { alg.messages_sent(); }) sent = alg.messages_sent();
-    res.messages_dropped = group_->sum(dropped);
-    res.messages_sent = group_->sum(sent);
+    res.messages_dropped = detail::sum(*group_, dropped, "the sum of the messages dropped");
+    res.messages_sent = detail::sum(*group_, sent, "the sum of the messages sent");
     res.state_bytes_per_node = alg.state_bytes(0);
     res.train_seconds = train_seconds_;
     res.eval_seconds = eval_seconds_;
@@ -301,7 +302,9 @@ class trainer {
   }
 
   /// Collective: whether any process failed (`failed` holds this process's error, if any).
-  bool any_failed(const std::exception_ptr& failed) { return group_->sum(std::uint64_t{failed ? 1u : 0u}) > 0; }
+  bool any_failed(const std::exception_ptr& failed) {
+    return detail::sum(*group_, std::uint64_t{failed ? 1u : 0u}, "the check that every rank can start") > 0;
+  }
 
   /// After any_failed(): throw on every process, its own error where it has one, so that no
   /// process waits in a collective call for one that gave up.
