@@ -11,6 +11,12 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <thread>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sparsepush/nn/optimizer.hpp>
@@ -21,9 +27,14 @@
 #ifdef SPARSEPUSH_HAS_MPI
 #include <sparsepush/train/mpi.hpp>
 #endif
+#include "cli_numbers.hpp"
+#include "train_outputs.hpp"
 #include "train_report.hpp"
 
 namespace sp = sparsepush;
+using cli_numbers::real;
+using cli_numbers::unbounded;
+using cli_numbers::whole;
 
 namespace {
 
@@ -33,7 +44,7 @@ bool symmetric_schedule(const std::string& s) {
 
 /// The options; a parse error or --help returns its exit code.
 std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) {
-  app.add_option("--nodes", c.nodes, "number of nodes, 2 to 4096")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--nodes", c.nodes, "number of nodes, 2 to 4096")->check(whole(1, 4096))->capture_default_str();
   app.add_option("--schedule", c.schedule,
                  "communication schedule: directed-ring, undirected-ring, torus:RxC, complete, time-varying-ring[:hops], "
                  "alternating-ring, exponential[:K], bidirectional-exponential, erdos-renyi:P, random:K "
@@ -56,38 +67,41 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
       })->capture_default_str();
   app.add_option("--final-compressor", c.final_compressor,
                  "SCSP: compressor of the final rounds, e.g. identity+bf16 or top-k:0.1+int8 (identity: exact)")->capture_default_str();
-  app.add_option("--final-eta", c.final_eta, "SCSP: consensus step of the final rounds (default from the final compressor)");
+  app.add_option("--final-eta", c.final_eta, "SCSP: consensus step of the final rounds in (0, 1] (default from the final compressor)")
+      ->check(real(0, 1, true));
   app.add_option("--final-tolerance", c.final_tolerance,
                  "SCSP with --final-rounds auto: every de-biased model ends within this fraction of the largest "
-                 "distance to the average at the start of the final rounds")->check(CLI::Range(1e-12, 0.5))->capture_default_str();
-  app.add_option("--eta", c.eta, "consensus step in (0, 1] (default from the compressor: 0.02 at top-1%, 0.1 at top-10%, 1 for identity)");
-  app.add_option("--consensus-step", c.consensus_step, "CHOCO gamma_c in (0, 1]")->capture_default_str();
-  auto* skew = app.add_option("--skew", c.skew, "label skew in [0, 1] (Hsieh et al.)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--dirichlet", c.dirichlet, "Dirichlet(alpha) label partition instead of --skew")->check(CLI::PositiveNumber)->excludes(skew);
+                 "distance to the average at the start of the final rounds")->check(real(1e-12, 0.5))->capture_default_str();
+  app.add_option("--eta", c.eta, "consensus step in (0, 1] (default from the compressor: 0.02 at top-1%, 0.1 at top-10%, 1 for identity)")
+      ->check(real(0, 1, true));
+  app.add_option("--consensus-step", c.consensus_step, "CHOCO gamma_c in (0, 1]")->check(real(0, 1, true))->capture_default_str();
+  auto* skew = app.add_option("--skew", c.skew, "label skew in [0, 1] (Hsieh et al.)")->check(real(0, 1))->capture_default_str();
+  app.add_option("--dirichlet", c.dirichlet, "Dirichlet(alpha) label partition instead of --skew")->check(real(0, unbounded, true))->excludes(skew);
   app.add_option("--model", c.model, "mlp, cnn, cnn_evonorm or cnn_range_evonorm")
       ->check(CLI::IsMember(sp::nn::model::known_names()))->capture_default_str();
   auto* precision = app.add_option("--precision", c.precision, "fp32, or int8: weights, activations and gradients at 8 bits (simulated)")
                         ->check(CLI::IsMember({"fp32", "int8"}))->capture_default_str();
   auto* bits = app.add_option("--bits", c.bits, "simulated training precision, 4 to 16 bits (0 or 32: full precision)")
-                   ->check(CLI::Range(0u, 32u));
-  app.add_option("--epochs", c.epochs, "epochs over each node's shard")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch", c.batch, "minibatch per node")->check(CLI::Range(1, 4096))->capture_default_str();
-  app.add_option("--lr", c.lr, "learning rate (divided by 10 for the last quarter)")->check(CLI::PositiveNumber)->capture_default_str();
+                   ->check(whole(0, 32));
+  app.add_option("--epochs", c.epochs, "epochs over each node's shard")->check(real(0, unbounded, true))->capture_default_str();
+  app.add_option("--batch", c.batch, "minibatch per node")->check(whole(1, 4096))->capture_default_str();
+  app.add_option("--lr", c.lr, "learning rate (divided by 10 for the last quarter)")->check(real(0, unbounded, true))->capture_default_str();
   app.add_option("--lr-schedule", c.lr_shape, "step (x0.1 for the last quarter), cosine or constant")
       ->check(CLI::IsMember({"step", "cosine", "constant"}))->capture_default_str();
-  app.add_option("--warmup", c.warmup, "rounds of linear learning-rate warm-up")->capture_default_str();
+  app.add_option("--warmup", c.warmup, "rounds of linear learning-rate warm-up")->check(whole(0, 4294967295u))->capture_default_str();
   app.add_flag("--nesterov", c.nesterov, "Nesterov momentum");
   app.add_flag("--per-layer", c.per_layer, "top-K per layer (the same fraction of every layer) instead of global");
-  app.add_option("--momentum", c.momentum, "SGD momentum on the numerator")->check(CLI::Range(0.0, 0.999))->capture_default_str();
-  app.add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--seed", c.seed, "seed of data partition, init, batches and compressors")->capture_default_str();
-  app.add_option("--threads", c.threads, "worker threads (results do not depend on it)")->check(CLI::Range(1, 256))->capture_default_str();
-  app.add_option("--eval-every", c.eval_every, "rounds between evaluations (0: about 10 a run)");
+  app.add_option("--momentum", c.momentum, "SGD momentum on the numerator")->check(real(0, 0.999))->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(real(0, unbounded))->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of data partition, init, batches and compressors (0 to 2^64 - 1)")
+      ->check(whole(0, 18446744073709551615u))->capture_default_str();
+  app.add_option("--threads", c.threads, "worker threads (results do not depend on it)")->check(whole(1, 256))->capture_default_str();
+  app.add_option("--eval-every", c.eval_every, "rounds between evaluations (0: about 10 a run)")->check(whole(0, 4294967295u));
   app.add_option("--final-eval-samples", c.final_eval_samples,
                  "test images used by the final evaluation (0: all of them; fewer keeps very large runs short)")
-      ->check(CLI::Range(0, 10000))->capture_default_str();
+      ->check(whole(0, 10000))->capture_default_str();
   app.add_option("--eval-samples", c.eval_samples, "test images used by periodic evaluations (the final one uses all)")
-      ->check(CLI::Range(1, 10000))->capture_default_str();
+      ->check(whole(1, 10000))->capture_default_str();
   app.add_option("--log", c.log, "CSV log file");
   app.add_option("--summary", c.summary, "JSON summary file");
   app.add_option("--plot", c.plot, "PNG plot (gnuplot): test accuracy and divergence vs rounds and vs megabytes");
@@ -95,15 +109,21 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
   app.add_option("--transport", c.transport, "inprocess (all nodes in this process) or mpi (under mpirun -np R: each rank runs a block of "
                  "the nodes; rank 0 reports)")->check(CLI::IsMember({"inprocess", "mpi"}))->capture_default_str();
   app.add_option("--drop-probability", c.drop_probability,
-                 "inject message loss: each envelope is lost with this probability in [0, 1) (in-process and MPI alike)")->capture_default_str();
+                 "inject message loss: each envelope is lost with this probability in [0, 1) (in-process and MPI alike)")
+      ->check(real(0, 1, false, true))->capture_default_str();
   app.add_option("--loss-recovery", c.loss_recovery, "ack: a sender keeps the shares of its lost envelopes (mass conserved); none: plain push-sum")
       ->check(CLI::IsMember({"ack", "none"}))->capture_default_str();
   app.add_option("--checkpoint", c.checkpoint, "directory for crash-safe checkpoints of every node's state (created if missing)");
-  app.add_option("--checkpoint-every", c.checkpoint_every, "rounds between checkpoints (0: at every evaluation)")->capture_default_str();
+  app.add_option("--checkpoint-every", c.checkpoint_every, "rounds between checkpoints (0: at every evaluation)")
+      ->check(whole(0, 4294967295u))->capture_default_str();
   app.add_option("--resume", c.resume, "continue the run checkpointed in this directory (same settings; checkpoints go on there "
-                 "unless --checkpoint names another)");
-  app.add_option("--mpi-timeout", c.mpi_timeout, "seconds a rank waits for a missing message before it stops the run")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+                 "unless --checkpoint names another; the checkpoint a run resumed from is kept)");
+  app.add_option("--resume-round", c.resume_round, "with --resume: the round to resume at, one the directory keeps (the latest "
+                 "checkpoint, or the one an earlier resume started from); 0: the latest")
+      ->check(whole(0, 4294967295u))->capture_default_str();
+  app.add_option("--mpi-timeout", c.mpi_timeout, "seconds a rank waits for a missing message or a collective before it stops the run "
+                 "(0.001 to 2147483)")
+      ->check(real(0.001, 2147483))->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -124,23 +144,63 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
   return std::nullopt;
 }
 
-/// Every check that needs no data, before any work (a config_error exits with 2).
-void check(train_config& c, const CLI::App& app, bool mpi, bool root) {
+/// An exception's text without the library's "sparsepush: " (the program names itself).
+std::string message_of(const std::exception& e) {
+  const std::string_view w = e.what(), lib = "sparsepush: ";
+  return std::string(w.substr(0, lib.size()) == lib ? w.substr(lib.size()) : w);
+}
+
+/// How many processes a launcher (mpirun, mpiexec) started this one among: 1 when none did.
+int launched_ranks() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(var)) {
+      int n = 0;
+      const auto [end, ec] = std::from_chars(v, v + std::strlen(v), n);
+      if (ec == std::errc() && n > 0) return n;
+    }
+  return 1;
+}
+
+/// Every check that needs no data, before any work (a config_error exits with 2). Nothing is
+/// created or opened but the --checkpoint directory; outputs are opened only once the run starts.
+void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) {
+  const bool root = rank == 0;
   if (c.nodes < 2)
     throw sp::config_error("--nodes must be at least 2: one node has no one to gossip with, and its run would be "
                            "plain SGD (the library runs a single node that way; here use --nodes 2 or more)");
+  if (mpi && static_cast<std::size_t>(ranks) > c.nodes)
+    throw sp::config_error("--nodes " + std::to_string(c.nodes) + " on " + std::to_string(ranks) +
+                           " MPI ranks: more ranks than nodes (every rank runs at least one node); start at most " +
+                           std::to_string(c.nodes) + " ranks or give more --nodes");
   const bool symmetric_alg = c.algorithm == "dpsgd" || c.algorithm == "deepsqueeze" || c.algorithm == "choco";
+  const bool centralized = c.algorithm == "centralized";
+  // an option the algorithm does not use is refused: the summary never lists a setting the run ignored
+  auto unused = [&](const char* option, const std::string& why) {
+    if (app.count(option) > 0) throw sp::config_error(std::string(option) + ": --algorithm " + c.algorithm + " " + why);
+  };
+  if (centralized) {
+    const std::string why = "averages every node's step exactly each round: it has no graph, messages or consensus step";
+    for (const char* option : {"--schedule", "--eta", "--compressor", "--drop-probability", "--loss-recovery"}) unused(option, why);
+  }
+  if (c.algorithm == "sgp" || c.algorithm == "dpsgd")
+    unused("--compressor", "sends whole models (the identity compressor); to compress, use --algorithm sp, scsp, "
+                           "deepsqueeze or choco");
+  if (c.algorithm != "choco") unused("--consensus-step", "has no consensus step gamma_c (it is CHOCO's: --algorithm choco)");
+  if (centralized || c.algorithm == "choco")
+    unused("--per-layer", "does not use it (per-layer top-K is for --algorithm sp, scsp, sgp, dpsgd or deepsqueeze)");
   if (c.schedule.empty()) c.schedule = symmetric_alg ? "undirected-ring" : "time-varying-ring";
   if (symmetric_alg && !symmetric_schedule(c.schedule))
     throw sp::config_error("--algorithm " + c.algorithm + " needs a symmetric doubly stochastic schedule: --schedule "
                            "undirected-ring, torus:RxC or complete (got " + c.schedule + ")");
-  if (mpi && c.algorithm == "centralized") throw sp::config_error("--algorithm centralized runs in one process only (--transport inprocess)");
-  if (!(c.drop_probability >= 0 && c.drop_probability < 1))
-    throw sp::config_error("--drop-probability must be in [0, 1), got " + std::to_string(c.drop_probability));
+  if (!centralized) sp::parse_schedule(c.schedule, c.nodes, c.seed);  // a bad schedule is a config_error now
+  if (mpi && centralized) throw sp::config_error("--algorithm centralized runs in one process only (--transport inprocess)");
   if (c.drop_probability > 0 && (c.algorithm == "centralized" || c.algorithm == "choco"))
     throw sp::config_error("--drop-probability: " + c.algorithm + (c.algorithm == "choco"
         ? " needs every message delivered (its nodes keep copies of their neighbours' models, which a lost message would corrupt)"
         : " sends no messages"));
+  if (c.drop_probability == 0 && app.count("--loss-recovery") > 0 && root)
+    std::fprintf(stderr, "sparsepush-train: warning: --loss-recovery acts on lost messages only; with no "
+                         "--drop-probability it changes nothing (the summary lists it as null)\n");
   if (!c.plot.empty() && c.log.empty()) throw sp::config_error("--plot needs --log (the plot is drawn from the CSV log)");
   if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
   const auto comp = sp::parse_compressor(c.compressor);  // a bad spec is a config_error now
@@ -162,25 +222,32 @@ void check(train_config& c, const CLI::App& app, bool mpi, bool root) {
     std::fprintf(stderr, "sparsepush-train: warning: --final-rounds is SCSP's; --algorithm %s runs no final rounds\n", c.algorithm.c_str());
   }
   if (!(c.eta > 0 && c.eta <= 1)) throw sp::config_error("--eta must be in (0, 1]");
-  // CLI11's range checks let NaN through, and from_chars reads "inf": every number must be finite
-  const std::pair<const char*, double> numbers[] = {
-      {"--epochs", c.epochs}, {"--lr", c.lr}, {"--skew", c.skew}, {"--dirichlet", c.dirichlet}, {"--momentum", c.momentum},
-      {"--weight-decay", c.weight_decay}, {"--consensus-step", c.consensus_step}, {"--mpi-timeout", c.mpi_timeout},
-      {"--drop-probability", c.drop_probability}};
-  for (const auto& [option, v] : numbers)
-    if (!std::isfinite(v)) throw sp::config_error(std::string(option) + " must be a finite number, got " + std::to_string(v));
-  if (root)  // outputs must be writable now, not after the run
-    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--log", c.log}, {"--summary", c.summary},
-                                       {"--plot", c.plot}, {"--plot", c.plot.empty() ? "" : c.plot + ".gp"}})
-      if (!path.empty() && !std::ofstream(path, std::ios::app)) throw sp::config_error(std::string("cannot write ") + option + " " + path);
+  if (root) {  // outputs: each a regular file or a new one in a writable directory, none named twice; nothing created yet
+    const std::vector<std::pair<std::string, std::string>> outputs = {
+        {"--log", c.log}, {"--summary", c.summary}, {"--plot", c.plot}, {"--plot's script", c.plot.empty() ? "" : c.plot + ".gp"}};
+    for (const auto& [option, path] : outputs)
+      if (!path.empty()) train_outputs::check_output(option, path);
+    train_outputs::check_distinct(outputs);
+    std::vector<std::pair<std::string, std::string>> inputs = {{"--checkpoint", c.checkpoint}, {"--resume", c.resume}};
+    for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+      inputs.emplace_back("--data's", c.data + "/" + f);
+    for (const auto& out : outputs)
+      for (const auto& in : inputs) train_outputs::check_distinct({out, in});
+  }
   if (c.checkpoint_every > 0 && c.checkpoint.empty() && c.resume.empty())
     throw sp::config_error("--checkpoint-every needs --checkpoint DIR");
+  if (c.resume_round > 0 && c.resume.empty()) throw sp::config_error("--resume-round needs --resume DIR");
+  if (!c.resume.empty()) {  // an existing directory: resume never creates one
+    struct stat st {};
+    if (::stat(c.resume.c_str(), &st) != 0)
+      throw sp::config_error("--resume " + c.resume + ": " + (errno == ENOENT ? std::string("no such directory") : std::strerror(errno)));
+    if (!S_ISDIR(st.st_mode))
+      throw sp::config_error("--resume " + c.resume + " is " + train_outputs::kind_of(st.st_mode) + ", not a directory");
+    if (root && !sp::checkpoint_directory(c.resume).has_manifest())
+      throw sp::config_error("--resume " + c.resume + ": no checkpoint there (" + c.resume + "/manifest is missing)");
+  }
   if (c.checkpoint.empty()) c.checkpoint = c.resume;  // --resume DIR continues there
-  if (!c.checkpoint.empty()) sp::checkpoint_directory(c.checkpoint).prepare("the --checkpoint directory");
-  if (!c.resume.empty() && root && !sp::checkpoint_directory(c.resume).has_manifest())
-    throw sp::config_error("--resume " + c.resume + ": no checkpoint there (" + c.resume + "/manifest is missing)");
-  if (c.mpi_timeout * 1000 > static_cast<double>(std::numeric_limits<std::int32_t>::max()))
-    throw sp::config_error("--mpi-timeout " + std::to_string(c.mpi_timeout) + " is too long (at most 2147483 seconds)");
+  else sp::checkpoint_directory(c.checkpoint).prepare("the --checkpoint directory");
 }
 
 /// Load the data, build the nodes this process runs, train them, report. Returns the exit code.
@@ -303,16 +370,27 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
       std::fflush(stdout);
     }
   };
-  cb.before_checkpoint = [&](std::uint32_t) { if (log.is_open()) log.flush(); };
+  cb.before_checkpoint = [&](std::uint32_t) {
+    if (!log.is_open()) return;
+    log.flush();
+    if (!log.is_open()) std::fprintf(stderr, "sparsepush-train: %s; the run goes on without it\n", log.error().c_str());
+  };
   cb.resumed = [&](std::uint32_t t) { if (root) std::printf("resumed from %s at round %u\n", c.resume.c_str(), t); };
+  std::vector<std::string> failed_outputs;  // reported (exit 2) once the results are printed
+  cb.started = [&](std::uint32_t t) {  // a resume's checkpoint is read and checked: only now is the log touched
+    if (!c.log.empty() && root && !log.open(c.log, t)) {
+      failed_outputs.push_back(log.error());
+      std::fprintf(stderr, "sparsepush-train: %s; the run goes on without it\n", log.error().c_str());
+    }
+  };
   sp::trainer<float, Group> tr(group, settings_of(c, n, d),
                                {.rounds = rounds, .train_rounds = train_rounds,
                                 .lr = [&](std::uint32_t t) { return lr.at(t, train_rounds); },
                                 .eval_every = c.eval_every, .eval_threads = c.threads, .checkpoint_dir = c.checkpoint,
-                                .checkpoint_every = c.checkpoint_every, .resume_dir = c.resume, .start = t_start},
+                                .checkpoint_every = c.checkpoint_every, .resume_dir = c.resume,
+                                .resume_round = c.resume_round, .start = t_start},
                                backend, cb);
   resume_round = tr.start_round();
-  if (!c.log.empty() && root) log.open(c.log, resume_round);
   if (root) {
     std::printf("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu parameters), "
                 "%s %g, %u rounds (%.2f epochs) of batch %zu\n", c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(),
@@ -323,6 +401,9 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
       const char* rounding = v == sp::value_encoding::native || v == sp::value_encoding::f32 || v == sp::value_encoding::f64
                                  ? "" : ", before the values' rounding";  // a value encoding below the model's precision
       if (c.final_rounds != "auto") std::printf("\n");
+      else if (c.drop_probability > 0)  // a lost message breaks the count: no bound holds
+        std::printf(" (auto: the count for a lossless schedule; with --drop-probability %g lost messages leave the "
+                    "models apart by more: the final param_divergence is measured, not bounded)\n", c.drop_probability);
       else if (plan.exact) std::printf(" (auto: the schedule averages exactly after %u rounds%s)\n", final_rounds, rounding);
       else std::printf(" (auto: every model ends within %.3g of its distance to the average%s)\n", plan.bound, rounding);
     }
@@ -375,15 +456,54 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
   if (!root) return 0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   const auto summary = summary_json(c, res, net, n, rounds, train_rounds, final_rounds,
-                                    scsp && c.final_rounds == "auto" ? std::optional<double>(plan.bound) : std::nullopt,
+                                    scsp && c.final_rounds == "auto" && c.drop_probability == 0 ? std::optional<double>(plan.bound)
+                                                                                               : std::nullopt,
                                     epochs, group.ranks(), wall);
   std::printf("%s\n", summary.dump(2).c_str());
-  if (!c.summary.empty() && !(std::ofstream(c.summary) << summary.dump(2) << '\n'))
-    throw sp::data_error("cannot write the summary file " + c.summary);
-  log.close();
-  if (!c.plot.empty()) write_plot(c, n);
-  return 0;
+  // every output checked: a failure is exit 2 naming the file, after the results above
+  if (!c.summary.empty())
+    if (auto why = train_outputs::write_whole(c.summary, "the summary file", summary.dump(2) + '\n'); !why.empty())
+      failed_outputs.push_back(why);
+  const bool log_ok = log.close();
+  if (!log_ok && (failed_outputs.empty() || failed_outputs.front() != log.error())) failed_outputs.push_back(log.error());
+  if (!c.plot.empty() && log_ok) {
+    if (auto why = write_plot(c, n); !why.empty()) failed_outputs.push_back(why);
+    else std::printf("plot written to %s\n", c.plot.c_str());
+  } else if (!c.plot.empty()) {
+    failed_outputs.push_back("the plot " + c.plot + " was not drawn: its log " + c.log + " is incomplete");
+  }
+  for (const auto& why : failed_outputs) std::fprintf(stderr, "sparsepush-train: %s\n", why.c_str());
+  return failed_outputs.empty() ? 0 : 2;
 }
+
+#ifdef SPARSEPUSH_HAS_MPI
+/// Every rank says whether its checks passed, before any other collective: the ranks that failed,
+/// the same list on every rank. A rank that never answers within `timeout` ends the job.
+std::vector<int> failed_ranks(bool ok, int ranks, double timeout) {
+  const int mine = ok ? 1 : 0;
+  std::vector<int> all(static_cast<std::size_t>(ranks));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+  const double deadline = MPI_Wtime() + timeout;
+  for (int done = 0; !done;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    if (MPI_Wtime() > deadline) {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      std::fprintf(stderr, "sparsepush-train: rank %d: a rank did not finish its checks within --mpi-timeout %g s; "
+                   "stopping every rank\n", rank, timeout);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<int> failed;
+  for (int r = 0; r < ranks; ++r)
+    if (!all[static_cast<std::size_t>(r)]) failed.push_back(r);
+  return failed;
+}
+#endif
 
 }  // namespace
 
@@ -393,11 +513,16 @@ int main(int argc, char** argv) {
   CLI::App app{"sparsepush-train: decentralized training on Fashion-MNIST with Sparse-Push, SCSP and baselines"};
   try {
     if (const auto code = parse(argc, argv, c, app)) return *code;
-  } catch (const sp::error& e) {
-    std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparsepush-train: %s\n", message_of(e).c_str());
     return 2;
   }
   const bool mpi = c.transport == "mpi";
+  if (const int launched = launched_ranks(); !mpi && launched > 1) {  // every copy would run the whole job
+    std::fprintf(stderr, "sparsepush-train: started as %d MPI processes, but --transport is inprocess: each would run "
+                 "the whole job and write the same files; add --transport mpi (or start one process)\n", launched);
+    return 2;
+  }
 #ifdef SPARSEPUSH_HAS_MPI
   int rank = 0, ranks = 1, provided = 0;
   struct mpi_session {  // MPI_Finalize on every way out
@@ -405,46 +530,73 @@ int main(int argc, char** argv) {
     ~mpi_session() { if (on) MPI_Finalize(); }
   } session{mpi && MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS};
   if (session.on) { MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &ranks); }
+  if (mpi && !session.on) {
+    std::fprintf(stderr, "sparsepush-train: --transport mpi: MPI_Init_thread failed\n");
+    return 2;
+  }
   auto fail = [&](int code) {  // under MPI a failure stops every rank (the others could wait in a collective)
     if (session.on && ranks > 1) { std::fflush(stderr); MPI_Abort(MPI_COMM_WORLD, code); }
     return code;
   };
 #else
-  const int rank = 0;
+  const int rank = 0, ranks = 1;
   auto fail = [](int code) { return code; };
   if (mpi) {
     std::fprintf(stderr, "sparsepush-train: --transport mpi: this build has no MPI (install libopenmpi-dev and rebuild)\n");
     return 2;
   }
 #endif
+  // Every rank checks everything it can before any collective: the options, its outputs (rank
+  // 0), the data and the model. Under MPI the ranks then agree: one rank's failure stops them all
+  // with exit code 2, the error printed once (rank 0's, or the failing ranks' own).
+  std::string why;
+  std::optional<sp::fashion_mnist> fm;
+  std::optional<sp::nn::model> net;
   try {
-    check(c, app, mpi, rank == 0);
-  } catch (const sp::error& e) {
-    if (rank == 0) std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
+    check(c, app, mpi, rank, ranks);
+    fm = sp::load_fashion_mnist(c.data);
+    net = sp::nn::model::make(c.model, 1, fm->train.rows, fm->train.cols, 10);
+  } catch (const std::bad_alloc&) {
+    why = "out of memory while loading the data (fewer --nodes, a smaller --model)";
+  } catch (const std::exception& e) {  // the library's errors, and any other (a filesystem_error names its path)
+    why = message_of(e);
+  }
+  const std::string prefix = std::string("sparsepush-train: ") + (ranks > 1 ? "rank " + std::to_string(rank) + ": " : "");
+#ifdef SPARSEPUSH_HAS_MPI
+  if (session.on && ranks > 1) {
+    const auto failed = failed_ranks(why.empty(), ranks, c.mpi_timeout);
+    if (!failed.empty()) {
+      const bool rank0_failed = failed.front() == 0;
+      if (!why.empty() && (rank == 0 || !rank0_failed)) std::fprintf(stderr, "%s%s\n", prefix.c_str(), why.c_str());
+      if (rank == 0 && !rank0_failed) {
+        std::string list;
+        for (const int r : failed) list += (list.empty() ? "" : ", ") + std::to_string(r);
+        std::fprintf(stderr, "sparsepush-train: rank(s) %s failed their checks (see above); every rank stops\n", list.c_str());
+      }
+      return 2;
+    }
+  }
+#endif
+  if (!why.empty()) {
+    std::fprintf(stderr, "sparsepush-train: %s\n", why.c_str());
     return 2;
   }
   try {
-    const auto fm = sp::load_fashion_mnist(c.data);
-    const auto net = sp::nn::model::make(c.model, 1, fm.train.rows, fm.train.cols, 10);
 #ifdef SPARSEPUSH_HAS_MPI
     if (mpi) {
       sp::mpi_network mpi_net(MPI_COMM_WORLD, c.nodes,
                               sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000)), c.drop_probability, c.seed});
       sp::mpi_process_group group(mpi_net);
-      return run(c, fm, net, group, &mpi_net, t_start);
+      return run(c, *fm, *net, group, &mpi_net, t_start);
     }
 #endif
     sp::single_process group(c.nodes);
-    return run<sp::single_process, void>(c, fm, net, group, nullptr, t_start);
-  } catch (const sp::error& e) {
-    if (mpi) std::fprintf(stderr, "sparsepush-train: rank %d: %s\n", rank, e.what());
-    else std::fprintf(stderr, "sparsepush-train: %s\n", e.what());
-    return fail(2);
+    return run<sp::single_process, void>(c, *fm, *net, group, nullptr, t_start);
   } catch (const std::bad_alloc&) {  // a message and exit code 2, never an abort
-    std::fprintf(stderr, "sparsepush-train: rank %d: out of memory (fewer --nodes, a smaller --model or --batch)\n", rank);
+    std::fprintf(stderr, "%sout of memory (fewer --nodes, a smaller --model or --batch)\n", prefix.c_str());
     return fail(2);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sparsepush-train: rank %d: %s\n", rank, e.what());
+    std::fprintf(stderr, "%s%s\n", prefix.c_str(), message_of(e).c_str());
     return fail(2);
   }
 }

@@ -6,11 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,7 @@
 #include <sparsepush/train/trainer.hpp>
 
 #include "run_program.hpp"
+#include "train_outputs.hpp"
 
 /// The command line of sparsepush-train (defaults as --help prints them).
 struct train_config {
@@ -57,6 +61,7 @@ struct train_config {
   double drop_probability = 0;         // injected loss of each envelope
   std::string loss_recovery = "ack";   // none (plain push-sum) or ack (the sender keeps lost shares)
   std::string checkpoint, resume;      // directories
+  std::uint32_t resume_round = 0;      // 0: the latest checkpoint of --resume
   std::uint32_t checkpoint_every = 0;  // 0: at every evaluation
 };
 
@@ -77,10 +82,13 @@ sparsepush::run_settings settings_of(const train_config& c, std::size_t n, std::
   return s;
 }
 
-/// The CSV log: one row per evaluation; a resumed run keeps the rows up to its checkpoint.
+/// The CSV log: one row per evaluation; a resumed run keeps the rows up to its checkpoint. Every
+/// write is checked: the first failure is kept (error()) and the log given up, the run goes on.
 class train_log {
  public:
-  void open(const std::string& path, std::uint32_t resume_round) {
+  /// Start the log (a resumed run: its rows up to resume_round, written to PATH.part and renamed
+  /// over PATH only once complete, so a failure leaves the old log whole). False: see error().
+  bool open(const std::string& path, std::uint32_t resume_round) {
     std::vector<std::string> kept;
     if (resume_round > 0) {
       std::ifstream old(path);
@@ -88,23 +96,40 @@ class train_log {
       for (bool first = true; std::getline(old, line); first = false)
         if (!first && std::strtoull(line.c_str(), nullptr, 10) <= resume_round) kept.push_back(line);
     }
-    f_.open(path);
-    if (!f_) throw sparsepush::data_error("cannot write the log file " + path);
-    f_ << "round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,"
-          "comm_ratio,wall_seconds\n";
-    for (const auto& line : kept) f_ << line << '\n';
+    const std::string part = resume_round > 0 ? path + ".part" : path;
+    if (!f_.open(part, "the log file")) return false;
+    f_.write("round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,"
+             "comm_ratio,wall_seconds\n");
+    for (const auto& line : kept) f_.write(line + '\n');
+    f_.flush();
+    if (resume_round > 0 && f_.is_open()) {
+      std::error_code ec;
+      std::filesystem::rename(part, path, ec);
+      if (ec) {
+        f_.close();
+        std::filesystem::remove(part, ec);
+        error_ = "cannot write the log file " + path + ": cannot rename " + part + " over it";
+        return false;
+      }
+    }
+    return f_.is_open();
   }
   bool is_open() const { return f_.is_open(); }
   void row(const sparsepush::round_status& s, double epoch, const char* phase) {
-    f_ << s.round << ',' << epoch << ',' << phase << ',' << s.loss << ',' << s.eval.avg_node_accuracy << ','
-       << s.eval.averaged_model_accuracy << ',' << s.report.parameter_divergence << ',' << s.report.bytes_sent << ','
-       << static_cast<double>(s.report.bytes_sent) / 1e6 << ',' << s.report.comm_ratio << ',' << s.wall_seconds << '\n';
+    std::ostringstream o;
+    o << s.round << ',' << epoch << ',' << phase << ',' << s.loss << ',' << s.eval.avg_node_accuracy << ','
+      << s.eval.averaged_model_accuracy << ',' << s.report.parameter_divergence << ',' << s.report.bytes_sent << ','
+      << static_cast<double>(s.report.bytes_sent) / 1e6 << ',' << s.report.comm_ratio << ',' << s.wall_seconds << '\n';
+    f_.write(o.str());
   }
   void flush() { f_.flush(); }
-  void close() { f_.close(); }
+  /// Close; false when any write failed (error() names the file and the cause).
+  bool close() { return f_.close() && error_.empty(); }
+  std::string error() const { return error_.empty() ? f_.error() : error_; }
 
  private:
-  std::ofstream f_;
+  train_outputs::output_file f_;
+  std::string error_;
 };
 
 /// The JSON summary of a finished run.
@@ -113,7 +138,7 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
                                    std::uint32_t train_rounds, std::uint32_t final_rounds,
                                    std::optional<double> final_bound, double epochs, int ranks, double wall) {
   using nlohmann::json;
-  const bool scsp = c.algorithm == "scsp";
+  const bool scsp = c.algorithm == "scsp", graph = c.algorithm != "centralized";
   const unsigned b = c.bits ? c.bits : 32;
   const auto one = net.profile(c.batch * n, b), per = net.profile(c.batch, b);
   auto profile = [](std::size_t batch, const sparsepush::nn::device_profile& p) {
@@ -123,9 +148,9 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
   const json final_bytes = r.bytes_after_training ? json(*r.bytes_after_training) : json(nullptr);
   return {{"algorithm", c.algorithm},
           {"nodes", n},
-          {"schedule", c.schedule},
-          {"compressor", c.compressor},
-          {"eta", c.eta},
+          {"schedule", graph ? json(c.schedule) : json(nullptr)},  // centralized: no graph, no messages
+          {"compressor", graph ? json(c.compressor) : json(nullptr)},
+          {"eta", graph ? json(c.eta) : json(nullptr)},
           {"final_rounds", final_rounds},
           {"final_rounds_setting", scsp ? json(c.final_rounds) : json(nullptr)},
           {"final_compressor", scsp ? json(c.final_compressor) : json(nullptr)},
@@ -149,7 +174,7 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
           {"comm_ratio", r.report.comm_ratio},
           {"state_bytes_per_node", r.state_bytes_per_node},
           {"drop_probability", c.drop_probability},
-          {"loss_recovery", c.loss_recovery},
+          {"loss_recovery", c.drop_probability > 0 ? json(c.loss_recovery) : json(nullptr)},  // acts on lost messages only
           {"messages_sent", r.messages_sent},
           {"messages_dropped", r.messages_dropped},
           {"weight_mass", r.weight_mass ? json(*r.weight_mass) : json(nullptr)},
@@ -176,24 +201,29 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
 
 /// The plot of the log: accuracy and divergence against rounds and megabytes. The paths and the
 /// title reach gnuplot as data (ARG1..ARG3 of `gnuplot -c`), never as gnuplot code, and gnuplot
-/// is started without a shell: no path can run a command.
-inline void write_plot(const train_config& c, std::size_t n) {
+/// is started without a shell: no path can run a command. gnuplot gets `limit` to finish. The
+/// error (naming the file), or empty once the plot is written and not empty.
+inline std::string write_plot(const train_config& c, std::size_t n, std::chrono::seconds limit = std::chrono::seconds(120)) {
   const std::string script = c.plot + ".gp";
-  std::ofstream gp(script);
-  if (!gp) throw sparsepush::data_error("cannot write the plot script " + script);
-  gp << "# sparsepush-train plot: gnuplot -c THIS_FILE LOG.csv PLOT.png TITLE\n"
-     << "set terminal pngcairo size 1200,800\nset output ARG2\nset datafile separator ','\n"
-     << "set multiplot layout 2,2 title ARG3\n"
-     << "set key bottom right\nset xlabel 'round'\nset ylabel 'test accuracy'\n"
-     << "plot ARG1 using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with lines title 'averaged model'\n"
-     << "set xlabel 'MB sent'\nplot ARG1 using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with lines title 'averaged model'\n"
-     << "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot ARG1 using 1:7 skip 1 with lines title 'divergence'\n"
-     << "set xlabel 'MB sent'\nplot ARG1 using 9:7 skip 1 with lines title 'divergence'\nunset multiplot\n";
-  gp.close();
+  const std::string text =
+      "# sparsepush-train plot: gnuplot -c THIS_FILE LOG.csv PLOT.png TITLE\n"
+      "set terminal pngcairo size 1200,800\nset output ARG2\nset datafile separator ','\n"
+      "set multiplot layout 2,2 title ARG3\n"
+      "set key bottom right\nset xlabel 'round'\nset ylabel 'test accuracy'\n"
+      "plot ARG1 using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with lines title 'averaged model'\n"
+      "set xlabel 'MB sent'\nplot ARG1 using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with lines title 'averaged model'\n"
+      "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot ARG1 using 1:7 skip 1 with lines title 'divergence'\n"
+      "set xlabel 'MB sent'\nplot ARG1 using 9:7 skip 1 with lines title 'divergence'\nunset multiplot\n";
+  if (auto why = train_outputs::write_whole(script, "the plot script", text); !why.empty()) return why;
   const std::string title = c.algorithm + " " + c.compressor + ", " + std::to_string(n) + " nodes, " + c.schedule;
-  if (run_program({"gnuplot", "-c", script, c.log, c.plot, title}) != 0)
-    std::fprintf(stderr, "sparsepush-train: gnuplot failed; the plot script is %s (gnuplot -c it with the log, "
-                 "the plot and a title)\n", script.c_str());
-  else
-    std::printf("plot written to %s\n", c.plot.c_str());
+  const int rc = run_program({"gnuplot", "-c", script, c.log, c.plot, title}, limit);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(c.plot, ec);
+  if (rc == 0 && !ec && size > 0) return {};
+  const std::string how = rc == run_program_timed_out ? "gnuplot did not finish within " + std::to_string(limit.count()) + " s"
+                          : rc == -1                  ? std::string("gnuplot could not be started or was killed")
+                          : rc != 0                   ? "gnuplot exited with code " + std::to_string(rc)
+                                                      : std::string("gnuplot wrote nothing there");
+  return "the plot " + c.plot + " was not written: " + how + " (the plot script is " + script +
+         ": gnuplot -c it with the log, the plot and a title)";
 }

@@ -68,13 +68,22 @@ case "$mode" in
     grep "resumed from" "$dir/resumed.out"
     diff <(strip "$dir/full.json") <(strip "$dir/resumed.json") || fail "the resumed summary differs"
     diff <(strip_log "$dir/full.csv") <(strip_log "$dir/resumed.csv") || fail "the resumed log differs"
-    echo "ok: killed and resumed ($mode): summary and log identical to the uninterrupted run"
+    # the checkpoint the resume started from is kept: the same resume again gives the same run
+    first=$(sed -n 's/^resumed from .* at round \([0-9]*\)$/\1/p' "$dir/resumed.out")
+    [ -e "$dir/ck/round-$first.rank-0.ckpt" ] || fail "the checkpoint of round $first that the resume started from is gone"
+    "${run[@]}" "${args[@]}" "${extra[@]}" --resume "$dir/ck" --resume-round "$first" --summary "$dir/again.json" > "$dir/again.out"
+    grep "resumed from .* at round $first\$" "$dir/again.out" || fail "the second resume did not start at round $first"
+    diff <(strip "$dir/full.json") <(strip "$dir/again.json") || fail "the repeated resume's summary differs"
+    echo "ok: killed and resumed ($mode): summary and log identical to the uninterrupted run, and again from round $first"
     ;;
   bad)
     "$exe" "${args[@]}" --checkpoint "$dir/ck" --checkpoint-every 10 > /dev/null
     f=$(ls "$dir"/ck/round-*.rank-0.ckpt | sort -V | tail -1)
     cp -r "$dir/ck" "$dir/good"
-    expect_exit_2 "no checkpoint there" --resume "$dir/nothing"
+    expect_exit_2 "--resume $dir/nothing: no such directory" --resume "$dir/nothing"
+    [ ! -e "$dir/nothing" ] || fail "--resume created the directory"
+    mkdir "$dir/empty"
+    expect_exit_2 "no checkpoint there" --resume "$dir/empty"
     expect_exit_2 "--checkpoint-every needs --checkpoint" --checkpoint-every 5
     expect_exit_2 "other settings: lr=0.02 (now 0.05)" --resume "$dir/ck" --lr 0.05
     # every number is compared by its bits (6 decimals used to let these through)

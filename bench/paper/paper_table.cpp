@@ -60,12 +60,12 @@ std::optional<double> energy(const json& j) {
 
 /// Mean and spread (half the range, max - min over 2: for two seeds, half their difference) of
 /// the values present, and how many there were.
-struct stat {
+struct seed_stats {
   double mean = 0, spread = 0;
   std::size_t count = 0;
 };
-stat stats(const std::vector<double>& v) {
-  stat s;
+seed_stats stats(const std::vector<double>& v) {
+  seed_stats s;
   s.count = v.size();
   if (v.empty()) return s;
   double sum = 0;
@@ -95,7 +95,7 @@ std::string format(const char* fmt, double v) {
 }
 
 /// "mean ± spread" in `fmt` (after scaling by `scale`), the mean alone for one seed, "—" for none.
-std::string cell(const stat& s, const char* fmt, double scale = 1) {
+std::string cell(const seed_stats& s, const char* fmt, double scale = 1) {
   if (s.count == 0) return "—";
   std::string out = format(fmt, s.mean * scale);
   if (s.count > 1) out += " ± " + format(fmt, s.spread * scale);
@@ -107,14 +107,14 @@ struct row {
   std::string label, skew;
   std::vector<const run*> runs;
   /// The statistics of one number over the seeds whose summary has it.
-  stat of(const std::string& path) const {
+  seed_stats of(const std::string& path) const {
     std::vector<double> v;
     for (const run* r : runs)
       if (r->summary)
         if (auto x = number(*r->summary, path)) v.push_back(*x);
     return stats(v);
   }
-  stat of_energy() const {
+  seed_stats of_energy() const {
     std::vector<double> v;
     for (const run* r : runs)
       if (r->summary)
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
   auto acc = [&](const std::string& label, const std::string& skew) -> std::optional<double> {
     const row* w = find(label, skew);
     if (!w) return std::nullopt;
-    const stat s = w->of("avg_test_accuracy");
+    const seed_stats s = w->of("avg_test_accuracy");
     if (s.count == 0) return std::nullopt;
     return 100 * s.mean;
   };
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
     for (const row& w : rows) {
       if (w.label != "SCSP auto+bf16") continue;
       const auto cheap = acc("SCSP auto+bf16", w.skew), full = acc("SCSP top-1%", w.skew);
-      const stat ratio = w.of("comm_ratio");
+      const seed_stats ratio = w.of("comm_ratio");
       if (!cheap || !full || ratio.count == 0) continue;
       const double drop = *full - *cheap;
       md << (any ? "; " : "") << "skew " << w.skew << ": " << pts(*cheap) << " against " << pts(*full) << ", drop "
