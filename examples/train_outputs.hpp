@@ -17,20 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sparsepush/checkpoint/file.hpp>  // detail::file_kind
 #include <sparsepush/config.hpp>
 
 namespace train_outputs {
 
-/// What a non-regular file is, for messages.
-inline const char* kind_of(mode_t m) {
-  if (S_ISREG(m)) return "a file";
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
+/// What a file is, for messages ("a file", "a FIFO", "a directory", ...).
+inline const char* kind_of(mode_t m) { return S_ISREG(m) ? "a file" : sparsepush::detail::file_kind(m); }
 
 /// `path` (given as `option`) can be written as a regular file: it is one (writable), or it does
 /// not exist and its directory does and is writable. Nothing is created. config_error otherwise.

@@ -16,6 +16,7 @@
 #include <thread>
 #include <sparsepush/sparsepush.hpp>
 
+#include "fifo_watchdog.hpp"
 #include "test_util.hpp"
 
 using namespace sparsepush;
@@ -62,31 +63,6 @@ std::vector<vec> models(std::size_t n, std::size_t d) {
   std::vector<vec> x;
   for (std::size_t i = 0; i < n; ++i) x.push_back(test::gaussian<double>(d, 70 + static_cast<unsigned>(i)));
   return x;
-}
-
-/// What `f` throws (its what()), run on a thread. Still running after 10 s means blocked in
-/// open() on the FIFO at `fifo` (where the old code waited forever): the FIFO's ends are then
-/// opened, which releases it, and the result says it blocked.
-template <class F>
-std::string with_fifo_watchdog(const std::string& fifo, F f) {
-  auto done = std::async(std::launch::async, [&]() -> std::string {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "no error";
-  });
-  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::ready) return done.get();
-  // a blocked writer's open() returns once a reader opens, a blocked reader's once a writer
-  // opens; the write end closed, the reader sees the end of the file; the read end stays open
-  // until the call returns (a writer without reader would get SIGPIPE)
-  const int r = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK), w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (w >= 0) ::close(w);
-  done.wait();
-  if (r >= 0) ::close(r);
-  return "blocked in open() on the FIFO " + fifo;
 }
 
 template <class A>
@@ -175,13 +151,13 @@ TEST_CASE("a FIFO where a checkpoint file is meant is refused at once, not waite
   // a rank file (or a manifest) that is a FIFO: a plain open() waits for a writer forever
   const std::string rank_file = (dir / "round-5.rank-0.ckpt").string();
   REQUIRE(::mkfifo(rank_file.c_str(), 0644) == 0);
-  CHECK(with_fifo_watchdog(rank_file, [&] { read_file_bytes(rank_file); }) ==
+  CHECK(test::with_fifo_watchdog(rank_file, [&] { read_file_bytes(rank_file); }) ==
         "sparsepush: " + rank_file + " is not a regular file (a FIFO)");
   // a FIFO left where write_file_atomic puts its temporary file: replaced, not opened
   const std::string target = (dir / "manifest").string();
   REQUIRE(::mkfifo((target + ".tmp").c_str(), 0644) == 0);
   const auto f = sample_file();
-  CHECK(with_fifo_watchdog(target + ".tmp", [&] { write_file_atomic(target, f); }) == "no error");
+  CHECK(test::with_fifo_watchdog(target + ".tmp", [&] { write_file_atomic(target, f); }) == "no error");
   CHECK(read_file_bytes(target) == f);
   CHECK_FALSE(std::filesystem::exists(target + ".tmp"));
   std::filesystem::remove_all(dir);

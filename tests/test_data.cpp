@@ -17,6 +17,8 @@
 #include <sparsepush/data/idx.hpp>
 #include <sparsepush/data/partition.hpp>
 
+#include "fifo_watchdog.hpp"
+
 using namespace sparsepush;
 
 namespace {
@@ -62,30 +64,6 @@ std::string write_gz(const std::string& name, const std::vector<unsigned char>& 
   return p;
 }
 
-/// What `f` throws (its what()), run on a thread. Still running after 10 s means blocked in
-/// open() on the FIFO at `fifo` (where the old reader waited forever): the FIFO's ends are then
-/// opened, which releases it, and the result says it blocked.
-template <class F>
-std::string with_fifo_watchdog(const std::string& fifo, F f) {
-  auto done = std::async(std::launch::async, [&]() -> std::string {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "no error";
-  });
-  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::ready) return done.get();
-  // a blocked writer's open() returns once a reader opens, a blocked reader's once a writer
-  // opens; the write end closed, the reader sees the end of the file; the read end stays open
-  // until the call returns (a writer without reader would get SIGPIPE)
-  const int r = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK), w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (w >= 0) ::close(w);
-  done.wait();
-  if (r >= 0) ::close(r);
-  return "blocked in open() on the FIFO " + fifo;
-}
 }  // namespace
 
 TEST_CASE("IDX images and labels round-trip, plain and gzip", "[data]") {
@@ -160,8 +138,8 @@ TEST_CASE("IDX reader: a FIFO, a name too long and a symbolic-link loop are data
   const std::string fifo = temp_path("images.fifo");
   std::filesystem::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  CHECK(with_fifo_watchdog(fifo, [&] { read_idx_images(fifo); }) == "sparsepush: " + fifo + " is not a regular file (a FIFO)");
-  CHECK(with_fifo_watchdog(fifo, [&] { read_idx_labels(fifo); }) == "sparsepush: " + fifo + " is not a regular file (a FIFO)");
+  CHECK(test::with_fifo_watchdog(fifo, [&] { read_idx_images(fifo); }) == "sparsepush: " + fifo + " is not a regular file (a FIFO)");
+  CHECK(test::with_fifo_watchdog(fifo, [&] { read_idx_labels(fifo); }) == "sparsepush: " + fifo + " is not a regular file (a FIFO)");
   std::filesystem::remove(fifo);
   const std::string longname = temp_path(std::string(300, 'a'));
   REQUIRE_THROWS_AS(read_idx_images(longname), data_error);
