@@ -63,8 +63,8 @@ if(SPARSEPUSH_BUILD_EXAMPLES)
   # training runs read Debian's Fashion-MNIST unless given --data.
   find_program(SPARSEPUSH_GNUPLOT gnuplot)
   if(NOT SPARSEPUSH_GNUPLOT)
-    message(WARNING "gnuplot not found (Debian package gnuplot-nox): sparsepush-train --plot will "
-                    "write the plot script but no plot. Run cmake/install-deps.sh.")
+    message(WARNING "gnuplot not found (Debian package gnuplot-nox): sparsepush-train --plot refuses to "
+                    "run (exit 2) and its tests with --plot fail. Run cmake/install-deps.sh.")
   endif()
   if(NOT EXISTS /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz)
     message(WARNING "Fashion-MNIST not found in /usr/share/datasets/fashion-mnist (Debian package "

@@ -119,7 +119,7 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
   app.add_option("--resume", c.resume, "continue the run checkpointed in this directory (same settings; checkpoints go on there "
                  "unless --checkpoint names another; the checkpoint a run resumed from is kept)");
   app.add_option("--resume-round", c.resume_round, "with --resume: the round to resume at, one the directory keeps (the latest "
-                 "checkpoint, or the one an earlier resume started from); 0: the latest")
+                 "checkpoint, the one before it, or the one an earlier resume started from); 0: the latest")
       ->check(whole(0, 4294967295u))->capture_default_str();
   app.add_option("--mpi-timeout", c.mpi_timeout, "seconds a rank waits for a missing message or a collective before it stops the run "
                  "(0.001 to 2147483)")
@@ -148,6 +148,18 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
 std::string message_of(const std::exception& e) {
   const std::string_view w = e.what(), lib = "sparsepush: ";
   return std::string(w.substr(0, lib.size()) == lib ? w.substr(lib.size()) : w);
+}
+
+/// Whether `program` is an executable file in a directory of $PATH.
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  for (std::string_view rest = path ? path : ""; !rest.empty();) {
+    const auto colon = rest.find(':');
+    const std::string dir(rest.substr(0, colon));
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    if (::access(((dir.empty() ? "." : dir) + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
 }
 
 /// How many processes a launcher (mpirun, mpiexec) started this one among: 1 when none did.
@@ -186,8 +198,8 @@ void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) 
     unused("--compressor", "sends whole models (the identity compressor); to compress, use --algorithm sp, scsp, "
                            "deepsqueeze or choco");
   if (c.algorithm != "choco") unused("--consensus-step", "has no consensus step gamma_c (it is CHOCO's: --algorithm choco)");
-  if (centralized || c.algorithm == "choco")
-    unused("--per-layer", "does not use it (per-layer top-K is for --algorithm sp, scsp, sgp, dpsgd or deepsqueeze)");
+  if (centralized || c.algorithm == "choco" || c.algorithm == "sgp" || c.algorithm == "dpsgd")
+    unused("--per-layer", "does not use it (per-layer top-K is for --algorithm sp, scsp or deepsqueeze)");
   if (c.schedule.empty()) c.schedule = symmetric_alg ? "undirected-ring" : "time-varying-ring";
   if (symmetric_alg && !symmetric_schedule(c.schedule))
     throw sp::config_error("--algorithm " + c.algorithm + " needs a symmetric doubly stochastic schedule: --schedule "
@@ -202,8 +214,12 @@ void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) 
     std::fprintf(stderr, "sparsepush-train: warning: --loss-recovery acts on lost messages only; with no "
                          "--drop-probability it changes nothing (the summary lists it as null)\n");
   if (!c.plot.empty() && c.log.empty()) throw sp::config_error("--plot needs --log (the plot is drawn from the CSV log)");
+  if (!c.plot.empty() && root && !on_path("gnuplot"))
+    throw sp::config_error("--plot needs gnuplot, which is not on PATH (Debian: gnuplot-nox); install it or drop --plot");
   if (c.algorithm == "sgp" || c.algorithm == "dpsgd" || c.algorithm == "centralized") c.compressor = "identity";
   const auto comp = sp::parse_compressor(c.compressor);  // a bad spec is a config_error now
+  if (c.per_layer && !std::holds_alternative<sp::top_k>(comp.get()))
+    throw sp::config_error("--per-layer needs a top-k compressor, got " + c.compressor);
   if (c.eta < 0) c.eta = c.algorithm == "sgp" || c.algorithm == "dpsgd" ? 1.0 : sp::default_eta(comp);
   for (const char* option : {"--final-compressor", "--final-eta", "--final-tolerance"})
     if (c.algorithm != "scsp" && app.count(option) > 0)
@@ -246,47 +262,61 @@ void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) 
     if (root && !sp::checkpoint_directory(c.resume).has_manifest())
       throw sp::config_error("--resume " + c.resume + ": no checkpoint there (" + c.resume + "/manifest is missing)");
   }
-  if (c.checkpoint.empty()) c.checkpoint = c.resume;  // --resume DIR continues there
-  else sp::checkpoint_directory(c.checkpoint).prepare("the --checkpoint directory");
+  if (c.checkpoint.empty()) c.checkpoint = c.resume;  // --resume DIR continues there (the trainer creates --checkpoint)
+}
+
+/// What the run is made of, worked out from the options and the data before any collective (a
+/// config_error exits 2 on every rank): the shards, the round counts and SCSP's final-rounds plan.
+struct run_plan {
+  sp::partition parts;
+  std::size_t per_node = 0;  ///< training images per node (for epochs)
+  std::uint32_t train_rounds = 0, final_rounds = 0;
+  sp::final_rounds_plan plan;  ///< SCSP auto: the count and its bound
+};
+
+run_plan plan_run(const train_config& c, const sp::fashion_mnist& fm) {
+  const std::size_t n = c.nodes;
+  const bool scsp = c.algorithm == "scsp";
+  run_plan p;
+  p.parts = c.dirichlet > 0 ? sp::partition_dirichlet(fm.train.labels, n, c.dirichlet, c.seed)
+                            : sp::partition_skewed(fm.train.labels, n, c.skew, c.seed);
+  for (std::size_t i = 0; i < n; ++i)
+    if (p.parts[i].empty())
+      throw sp::config_error("node " + std::to_string(i) + " received no training samples; raise --dirichlet alpha or use fewer nodes");
+  p.per_node = fm.train.count / n;
+  // rounds are 32-bit: check the arithmetic before converting
+  constexpr double max_rounds = std::numeric_limits<std::uint32_t>::max();
+  const double want = std::max(1.0, std::round(c.epochs * static_cast<double>(p.per_node) / static_cast<double>(c.batch)));
+  if (want > max_rounds)
+    throw sp::config_error("--epochs " + std::to_string(c.epochs) + " gives " + std::to_string(want) + " rounds, more than the 4294967295 a run can count");
+  p.train_rounds = static_cast<std::uint32_t>(want);
+  if (scsp && c.final_rounds == "auto") {  // SCSP: the fewest exact rounds within --final-tolerance
+    p.plan = sp::final_rounds_for(sp::parse_schedule(c.schedule, n, c.seed), p.train_rounds, c.final_tolerance, 100000, c.final_eta);
+    p.final_rounds = p.plan.rounds;
+  } else if (scsp) {  // the count given
+    p.final_rounds = static_cast<std::uint32_t>(std::stoull(c.final_rounds));
+  }
+  if (scsp && static_cast<double>(p.train_rounds) + p.final_rounds > max_rounds)
+    throw sp::config_error("--final-rounds " + std::to_string(p.final_rounds) + " after " + std::to_string(p.train_rounds) +
+                           " training rounds exceeds the 4294967295 rounds a run can count");
+  if (c.warmup > p.train_rounds)
+    throw sp::config_error("--warmup " + std::to_string(c.warmup) + " is longer than the " + std::to_string(p.train_rounds) + " training rounds");
+  return p;
 }
 
 /// Load the data, build the nodes this process runs, train them, report. Returns the exit code.
 template <class Group, class Net>
-int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, Group& group, Net* mpi_net,
-        std::chrono::steady_clock::time_point t_start) {
+int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const sp::nn::model& net, Group& group,
+        Net* mpi_net, std::chrono::steady_clock::time_point t_start) {
   const std::size_t in = net.input_size(), d = net.num_params(), n = c.nodes, first = group.first_node(),
                     local = group.local_nodes();
   const bool root = group.rank() == 0, scsp = c.algorithm == "scsp";
-  const sp::partition parts = c.dirichlet > 0 ? sp::partition_dirichlet(fm.train.labels, n, c.dirichlet, c.seed)
-                                              : sp::partition_skewed(fm.train.labels, n, c.skew, c.seed);
+  const auto& [parts, per_node, train_rounds, final_rounds, plan] = p;
   std::vector<sp::shard_sampler> shards;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (parts[i].empty()) throw sp::config_error("a node received no training samples; raise --dirichlet alpha or use fewer nodes");
-    shards.emplace_back(parts[i], c.seed * 1000003u + i);
-  }
-  const std::size_t per_node = fm.train.count / n;
-  // rounds are 32-bit: check the arithmetic before converting
-  constexpr double max_rounds = std::numeric_limits<std::uint32_t>::max();
-  const double want = std::max(1.0, std::round(c.epochs * static_cast<double>(per_node) / static_cast<double>(c.batch)));
-  if (want > max_rounds)
-    throw sp::config_error("--epochs " + std::to_string(c.epochs) + " gives " + std::to_string(want) + " rounds, more than the 4294967295 a run can count");
-  const auto train_rounds = static_cast<std::uint32_t>(want);
-  std::uint32_t final_rounds = 0;  // SCSP: the count given, or the fewest exact rounds within --final-tolerance
-  sp::final_rounds_plan plan;
+  for (std::size_t i = 0; i < n; ++i) shards.emplace_back(parts[i], c.seed * 1000003u + i);
   const auto sched = sp::parse_schedule(c.schedule, n, c.seed);
   auto comp = sp::parse_compressor(c.compressor);
   const auto final_comp = sp::parse_compressor(c.final_compressor);
-  if (scsp && c.final_rounds == "auto") {
-    plan = sp::final_rounds_for(sched, train_rounds, c.final_tolerance, 100000, c.final_eta);
-    final_rounds = plan.rounds;
-  } else if (scsp) {
-    final_rounds = static_cast<std::uint32_t>(std::stoull(c.final_rounds));
-  }
-  if (scsp && static_cast<double>(train_rounds) + final_rounds > max_rounds)
-    throw sp::config_error("--final-rounds " + std::to_string(final_rounds) + " after " + std::to_string(train_rounds) +
-                           " training rounds exceeds the 4294967295 rounds a run can count");
-  if (c.warmup > train_rounds)
-    throw sp::config_error("--warmup " + std::to_string(c.warmup) + " is longer than the " + std::to_string(train_rounds) + " training rounds");
   const std::uint32_t rounds = train_rounds + final_rounds;
   const double epochs = static_cast<double>(train_rounds) * c.batch / per_node;
 
@@ -429,9 +459,7 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
     }, nets);
   } else {
     if (c.per_layer) {  // top-K over each layer's parameters
-      const auto* tk = std::get_if<sp::top_k>(&comp.get());
-      if (!tk) throw sp::config_error("--per-layer needs a top-k compressor, got " + c.compressor);
-      sp::top_k per = *tk;
+      sp::top_k per = std::get<sp::top_k>(comp.get());  // check() refused anything else
       for (std::size_t l = 0; l < net.layers().size(); ++l)
         if (const std::size_t off = net.param_offset(l); off < d && (per.segments.empty() || off > per.segments.back()))
           per.segments.push_back(off);
@@ -450,6 +478,8 @@ int run(train_config& c, const sp::fashion_mnist& fm, const sp::nn::model& net, 
   }
   if (res.diverged) {
     if (root) std::fprintf(stderr, "\nsparsepush-train: %s\n", res.reason.c_str());
+    if (!log.close() && (failed_outputs.empty() || failed_outputs.front() != log.error())) failed_outputs.push_back(log.error());
+    for (const auto& why : failed_outputs) std::fprintf(stderr, "sparsepush-train: %s\n", why.c_str());
     return 3;
   }
   if (tty) std::printf("\n");
@@ -530,6 +560,10 @@ int main(int argc, char** argv) {
     ~mpi_session() { if (on) MPI_Finalize(); }
   } session{mpi && MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS};
   if (session.on) { MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &ranks); }
+  if (session.on && provided < MPI_THREAD_FUNNELED) {
+    if (rank == 0) std::fprintf(stderr, "sparsepush-train: --transport mpi needs MPI_THREAD_FUNNELED; this MPI gives less\n");
+    return 2;
+  }
   if (mpi && !session.on) {
     std::fprintf(stderr, "sparsepush-train: --transport mpi: MPI_Init_thread failed\n");
     return 2;
@@ -552,10 +586,12 @@ int main(int argc, char** argv) {
   std::string why;
   std::optional<sp::fashion_mnist> fm;
   std::optional<sp::nn::model> net;
+  run_plan plan;
   try {
     check(c, app, mpi, rank, ranks);
     fm = sp::load_fashion_mnist(c.data);
     net = sp::nn::model::make(c.model, 1, fm->train.rows, fm->train.cols, 10);
+    plan = plan_run(c, *fm);
   } catch (const std::bad_alloc&) {
     why = "out of memory while loading the data (fewer --nodes, a smaller --model)";
   } catch (const std::exception& e) {  // the library's errors, and any other (a filesystem_error names its path)
@@ -587,11 +623,11 @@ int main(int argc, char** argv) {
       sp::mpi_network mpi_net(MPI_COMM_WORLD, c.nodes,
                               sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000)), c.drop_probability, c.seed});
       sp::mpi_process_group group(mpi_net);
-      return run(c, *fm, *net, group, &mpi_net, t_start);
+      return run(c, plan, *fm, *net, group, &mpi_net, t_start);
     }
 #endif
     sp::single_process group(c.nodes);
-    return run<sp::single_process, void>(c, *fm, *net, group, nullptr, t_start);
+    return run<sp::single_process, void>(c, plan, *fm, *net, group, nullptr, t_start);
   } catch (const std::bad_alloc&) {  // a message and exit code 2, never an abort
     std::fprintf(stderr, "%sout of memory (fewer --nodes, a smaller --model or --batch)\n", prefix.c_str());
     return fail(2);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,11 +82,20 @@ class output_file {
     if (f_) std::fclose(f_);
   }
 
-  /// Open `path` for writing (truncating); false (error() says why) when it cannot be.
-  bool open(const std::string& path, std::string what) {
+  /// Open `path` for writing (truncating); false (error() says why) when it cannot be. `fresh`:
+  /// a scratch file of ours, made anew (whatever is there is removed, a symlink is not followed,
+  /// and a FIFO put there cannot block the open).
+  bool open(const std::string& path, std::string what, bool fresh = false) {
     what_ = std::move(what);
     path_ = path;
-    f_ = std::fopen(path.c_str(), "wb");
+    if (fresh) {
+      ::unlink(path.c_str());
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      f_ = fd >= 0 ? ::fdopen(fd, "wb") : nullptr;
+      if (fd >= 0 && !f_) ::close(fd);
+    } else {
+      f_ = std::fopen(path.c_str(), "wb");
+    }
     if (!f_) fail_errno();
     return f_ != nullptr;
   }

@@ -97,13 +97,14 @@ class train_log {
         if (!first && std::strtoull(line.c_str(), nullptr, 10) <= resume_round) kept.push_back(line);
     }
     const std::string part = resume_round > 0 ? path + ".part" : path;
-    if (!f_.open(part, "the log file")) return false;
+    if (!f_.open(part, "the log file", resume_round > 0)) return false;
     f_.write("round,epoch,phase,loss,avg_test_accuracy,averaged_model_test_accuracy,param_divergence,bytes_sent,mb_sent,"
              "comm_ratio,wall_seconds\n");
     for (const auto& line : kept) f_.write(line + '\n');
     f_.flush();
+    std::error_code ec;
+    if (resume_round > 0 && !f_.is_open()) std::filesystem::remove(part, ec);  // the old log stays whole
     if (resume_round > 0 && f_.is_open()) {
-      std::error_code ec;
       std::filesystem::rename(part, path, ec);
       if (ec) {
         f_.close();

@@ -84,6 +84,11 @@ case "$case_" in
     expect_exit_2 "name the same file" "$exe" "${short[@]}" --log ./same.txt --summary ../"$(basename "$dir")"/same.txt
     ln -s same.txt link.txt
     expect_exit_2 "name the same file" "$exe" "${short[@]}" --log link.txt --summary same.txt
+    # an output that is an input: a --data file (copies: a failing check must not hit the system's)
+    mkdir data
+    cp /usr/share/datasets/fashion-mnist/*.gz data/
+    expect_exit_2 "--summary data/t10k-labels-idx1-ubyte.gz and --data's data/t10k-labels-idx1-ubyte.gz name the same file" \
+      "$exe" "${short[@]}" --data data --summary data/t10k-labels-idx1-ubyte.gz
     [ "$(sum same.txt)" = "$before" ] || fail "same.txt was changed"
     ;;
   log_kept)  # a run refused late, or a resume that fails, leaves an existing log as it was

@@ -165,7 +165,7 @@ for a in "${algorithms[@]}"; do
       t0=$SECONDS
       printf '%s ... ' "$what"
       # the summary is written under another name and moved when the run succeeds, so a stopped
-      # run leaves no summary behind (sparsepush-train creates its files before round 0)
+      # run leaves no summary behind (sparsepush-train writes it only at the end of a run)
       rc=0
       "$train" --nodes "$nodes" "${model_args[@]}" "${alg_args[@]}" --skew "$k" --seed "$s" --epochs "$epochs" \
         --threads "$threads" "${eval_args[@]}" --log "$out/$stem.csv" --summary "$out/$stem.json.part" > "$out/$stem.out" 2>&1 || rc=$?

@@ -63,7 +63,7 @@ grep -q '^round ' "$out" || fail "no progress line within 60 s"
 victim=""
 for p in $(pids_of_job); do
   [ "$(cat "/proc/$p/comm" 2> /dev/null)" = "$(basename "$exe" | cut -c1-15)" ] || continue
-  if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then victim=$p; fi
+  if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=$rank"; then victim=$p; fi
 done
 [ -n "$victim" ] || fail "no process of rank $rank found"
 kill -STOP "$victim" || fail "cannot stop PID $victim"
