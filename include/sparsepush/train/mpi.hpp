@@ -30,6 +30,7 @@ inline namespace v0 {
 class mpi_process_group {
  public:
   explicit mpi_process_group(mpi_network& net) : net_(&net), gathered_(net.num_nodes()) {
+    sent_.reserve(net.local_nodes());  // allgather copies into it: no allocation in a round
     const int r = net.rank(), last = net.ranks() - 1;
     from_prev_ = "the averaged model's ordered sum from rank " + std::to_string(r - 1);
     to_next_ = "the averaged model's ordered sum to rank " + std::to_string(r + 1);
@@ -70,8 +71,9 @@ class mpi_process_group {
       throw size_error("allgather: " + std::to_string(mine.size()) + " values for the " +
                        std::to_string(local_nodes()) + " nodes of rank " + std::to_string(rank()));
     usable();
+    sent_.assign(mine.begin(), mine.end());  // the caller's span may be gone when a late rank arrives
     MPI_Request req = MPI_REQUEST_NULL;
-    run(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, gathered_.data(), counts_.data(),
+    run(MPI_Iallgatherv(sent_.data(), static_cast<int>(sent_.size()), MPI_DOUBLE, gathered_.data(), counts_.data(),
                         displs_.data(), MPI_DOUBLE, comm_, &req),
         "MPI_Iallgatherv", req, what);
     return gathered_;
@@ -168,8 +170,9 @@ class mpi_process_group {
       throw;
     }
   }
-  /// Point-to-point requests can be cancelled: one that timed out no longer writes into (or
-  /// reads) the caller's buffers once this returns.
+  /// Cancel point-to-point requests that timed out and free them. MPI may still touch their
+  /// buffers (the caller's af/ad of ordered_sum) until the next MPI call: after a timeout the
+  /// group refuses every call, and the job is to end with MPI_Abort (as sparsepush-train does).
   void cancel(std::span<MPI_Request> reqs) const {
     for (auto& q : reqs)
       if (q != MPI_REQUEST_NULL) {
@@ -197,7 +200,7 @@ class mpi_process_group {
   std::string from_prev_, to_next_, from_last_;  ///< ordered_sum's waits, named once
   // The buffers of the collectives are members, not locals: one that timed out cannot be
   // cancelled and may still be written when the late rank arrives.
-  mutable std::vector<double> gathered_;
+  mutable std::vector<double> gathered_, sent_;
   mutable unsigned long long sum_in_ = 0, sum_out_ = 0;
   mutable double bcast_d_ = 0;
   mutable std::uint32_t bcast_u_ = 0;
