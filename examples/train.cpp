@@ -632,7 +632,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%sout of memory (fewer --nodes, a smaller --model or --batch)\n", prefix.c_str());
     return fail(2);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s%s\n", prefix.c_str(), message_of(e).c_str());
+    const std::string why = message_of(e);  // the MPI layer's messages name their rank already
+    std::fprintf(stderr, "%s%s\n", why.rfind("rank " + std::to_string(rank) + ":", 0) == 0 ? "sparsepush-train: " : prefix.c_str(),
+                 why.c_str());
     return fail(2);
   }
 }
