@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sparsepush/nn/optimizer.hpp>
@@ -254,11 +253,7 @@ void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) 
     throw sp::config_error("--checkpoint-every needs --checkpoint DIR");
   if (c.resume_round > 0 && c.resume.empty()) throw sp::config_error("--resume-round needs --resume DIR");
   if (!c.resume.empty()) {  // an existing directory: resume never creates one
-    struct stat st {};
-    if (::stat(c.resume.c_str(), &st) != 0)
-      throw sp::config_error("--resume " + c.resume + ": " + (errno == ENOENT ? std::string("no such directory") : std::strerror(errno)));
-    if (!S_ISDIR(st.st_mode))
-      throw sp::config_error("--resume " + c.resume + " is " + train_outputs::kind_of(st.st_mode) + ", not a directory");
+    sp::checkpoint_directory(c.resume).require_existing("--resume");
     if (root && !sp::checkpoint_directory(c.resume).has_manifest())
       throw sp::config_error("--resume " + c.resume + ": no checkpoint there (" + c.resume + "/manifest is missing)");
   }
@@ -408,10 +403,8 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   cb.resumed = [&](std::uint32_t t) { if (root) std::printf("resumed from %s at round %u\n", c.resume.c_str(), t); };
   std::vector<std::string> failed_outputs;  // reported (exit 2) once the results are printed
   cb.started = [&](std::uint32_t t) {  // a resume's checkpoint is read and checked: only now is the log touched
-    if (!c.log.empty() && root && !log.open(c.log, t)) {
-      failed_outputs.push_back(log.error());
+    if (!c.log.empty() && root && !log.open(c.log, t))  // reported again with the others when the log is closed
       std::fprintf(stderr, "sparsepush-train: %s; the run goes on without it\n", log.error().c_str());
-    }
   };
   sp::trainer<float, Group> tr(group, settings_of(c, n, d),
                                {.rounds = rounds, .train_rounds = train_rounds,
@@ -478,7 +471,7 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   }
   if (res.diverged) {
     if (root) std::fprintf(stderr, "\nsparsepush-train: %s\n", res.reason.c_str());
-    if (!log.close() && (failed_outputs.empty() || failed_outputs.front() != log.error())) failed_outputs.push_back(log.error());
+    if (!log.close()) failed_outputs.push_back(log.error());
     for (const auto& why : failed_outputs) std::fprintf(stderr, "sparsepush-train: %s\n", why.c_str());
     return 3;
   }
@@ -495,7 +488,7 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
     if (auto why = train_outputs::write_whole(c.summary, "the summary file", summary.dump(2) + '\n'); !why.empty())
       failed_outputs.push_back(why);
   const bool log_ok = log.close();
-  if (!log_ok && (failed_outputs.empty() || failed_outputs.front() != log.error())) failed_outputs.push_back(log.error());
+  if (!log_ok) failed_outputs.push_back(log.error());
   if (!c.plot.empty() && log_ok) {
     if (auto why = write_plot(c, n); !why.empty()) failed_outputs.push_back(why);
     else std::printf("plot written to %s\n", c.plot.c_str());
