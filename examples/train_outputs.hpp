@@ -23,16 +23,13 @@
 
 namespace train_outputs {
 
-/// What a file is, for messages ("a file", "a FIFO", "a directory", ...).
-inline const char* kind_of(mode_t m) { return S_ISREG(m) ? "a file" : sparsepush::detail::file_kind(m); }
-
 /// `path` (given as `option`) can be written as a regular file: it is one (writable), or it does
 /// not exist and its directory does and is writable. Nothing is created. config_error otherwise.
 inline void check_output(const std::string& option, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode))
-      throw sparsepush::config_error(option + " " + path + " is " + kind_of(st.st_mode) +
+      throw sparsepush::config_error(option + " " + path + " is " + sparsepush::detail::file_kind(st.st_mode) +
                                      ", not a regular file: give the path of a file");
     if (::access(path.c_str(), W_OK) != 0)
       throw sparsepush::config_error("cannot write " + option + " " + path + ": " + std::strerror(errno));
@@ -45,7 +42,7 @@ inline void check_output(const std::string& option, const std::string& path) {
     throw sparsepush::config_error("cannot write " + option + " " + path + ": directory " + dir + " " +
                                    (errno == ENOENT ? std::string("does not exist") : std::strerror(errno)));
   if (!S_ISDIR(st.st_mode))
-    throw sparsepush::config_error("cannot write " + option + " " + path + ": " + dir + " is " + kind_of(st.st_mode) +
+    throw sparsepush::config_error("cannot write " + option + " " + path + ": " + dir + " is " + sparsepush::detail::file_kind(st.st_mode) +
                                    ", not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw sparsepush::config_error("cannot write " + option + " " + path + ": directory " + dir + ": " + std::strerror(errno));

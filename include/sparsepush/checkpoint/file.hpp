@@ -22,8 +22,9 @@ namespace sparsepush {
 inline namespace v0 {
 
 namespace detail {
-/// What a file that is not a regular one is, for messages ("a FIFO", "a directory", ...).
+/// What a file is, for messages ("a file", "a FIFO", "a directory", ...).
 inline const char* file_kind(mode_t mode) noexcept {
+  if (S_ISREG(mode)) return "a file";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
