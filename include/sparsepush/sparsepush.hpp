@@ -26,6 +26,7 @@
 #include "topology/random.hpp"
 #include "topology/validate.hpp"
 #include "topology/parse.hpp"
+#include "gossip/policy.hpp"
 #include "gossip/push_sum.hpp"
 #include "gossip/node.hpp"
 #include "gossip/group.hpp"

@@ -43,6 +43,7 @@ enum class rng_stream : std::uint32_t {
   topology = 4,
   message_loss = 5,
   gradient_quantization = 6,  ///< nn: stochastic rounding of back-propagated errors
+  message_delay = 7,          ///< the loopback's delay model (transport/loopback.hpp)
 };  // ids below 256: counter_rng::substream uses the stream word's high 24 bits
 
 /// Counter-based random numbers keyed by (seed, node, round, stream); draw(i) is a pure function

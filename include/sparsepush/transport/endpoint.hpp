@@ -36,7 +36,19 @@ struct envelope {
   double share = 0.0;
   double u = 1.0;
   const message* msg = nullptr;
+  std::uint32_t round = 0;  ///< the sender's round
 };
+
+/// An envelope a receiver waits for: sender `from`'s envelope of round `round`.
+struct awaited {
+  std::uint32_t round = 0;
+  std::uint32_t from = 0;
+  friend bool operator==(const awaited&, const awaited&) = default;
+};
+
+/// take()'s `now` and `upto` of a drain: every envelope addressed to the node, whatever its round
+/// and delay.
+inline constexpr std::uint32_t all_rounds = 0xffffffffu;
 
 /// A node's received envelopes for one round, ascending by sender, and the storage of the
 /// messages decoded from bytes (transports that copy; by-reference transports leave it empty).
@@ -71,6 +83,22 @@ concept endpoint = requires(E& ep, std::uint32_t round, std::span<const out_edge
   ep.collect(round, in, box);
 };
 
+/// An endpoint whose node may mix an envelope later than the round it was sent in (every policy
+/// but lockstep, gossip/policy.hpp). post() copies or encodes the message (the sender compresses
+/// its next round before the receivers mix this one). take(now, upto, must, box, expected) clears
+/// box.envelopes, then moves into box every envelope addressed to this node of a round <= upto
+/// that has arrived (a delay model: that is visible at the receiver's round `now`) and was not
+/// taken before, ascending by (round, sender), waiting at most the network's timeout until every
+/// envelope of `must` is among those taken (then transport_error naming the missing ones). The
+/// messages stay valid until the node's next take(). `must` lists no lost envelope and none taken
+/// before. `expected` lists the envelopes the node still expects from its in-neighbours (a
+/// superset of must): a network checks liveness on it (a sender that sent nothing for longer than
+/// the timeout while the node expects its envelopes is an error).
+template <class E>
+concept deferred_endpoint = endpoint<E> && requires(E& ep, std::uint32_t now, std::span<const awaited> must, inbox& box) {
+  ep.take(now, now, must, box, must);
+};
+
 /// Node `node`'s endpoint on a network that serves many nodes (a handle; the network must outlive
 /// it, and hands it out through Net::endpoint(node), which checks the node once): post and collect
 /// forward to Net::post(node, ...) and Net::collect(node, ...), which a network may keep private
@@ -84,6 +112,13 @@ class network_endpoint {
     net_->post(node_, round, out, u, m);
   }
   void collect(std::uint32_t round, std::span<const in_edge> in, inbox& box) { net_->collect(node_, round, in, box); }
+  /// The deferred endpoint's take() (deferred_endpoint), where the network has one.
+  void take(std::uint32_t now, std::uint32_t upto, std::span<const awaited> must, inbox& box,
+            std::span<const awaited> expected = {})
+    requires requires(Net& n, std::uint32_t i) { n.take(i, now, upto, must, box, expected); }
+  {
+    net_->take(node_, now, upto, must, box, expected);
+  }
   /// Was this node's envelope of `round` to `to` lost? (Networks that inject loss.)
   bool lost(std::uint32_t round, std::uint32_t to) const
     requires requires(const Net& n, const route& r) { n.lost(r); }
