@@ -35,6 +35,10 @@ struct sparse_push_options {
   /// What the nodes do about lost envelopes (gossip/node.hpp); only matters when the network
   /// loses some (loopback_options::drop_probability, mpi_options::drop_probability).
   loss_recovery recovery = loss_recovery::none;
+  /// How long a node waits for its in-neighbours (gossip/policy.hpp). Every policy but lockstep
+  /// runs deferred rounds: its own loopback then copies messages (the network's mode, unless
+  /// `encoded` is asked for), and an MPI network must be built with the same policy.
+  wait_policy policy{};
 };
 
 /// Nodes running Sparse-Push (or SGP, D-PSGD, DeepSqueeze, SCSP), over any tensor type (or an
@@ -63,8 +67,10 @@ class sparse_push {
     requires std::is_same_v<Net, loopback_network>
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_nodes(std::move(x0), sched_),
-               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery}),
-        own_net_(std::make_unique<loopback_network>(group_.num_nodes(), for_lockstep(opt.network))), net_(own_net_.get()) {
+               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery, opt.policy}),
+        own_net_(std::make_unique<loopback_network>(group_.num_nodes(),
+                                                    opt.policy.lockstep() ? for_lockstep(opt.network) : opt.network)),
+        net_(own_net_.get()) {
     validate_schedule(sched_);
   }
 
@@ -74,7 +80,7 @@ class sparse_push {
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_block(std::move(x0), sched_, net),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, net.first_node(), net.num_nodes(),
-                              opt.recovery}),
+                              opt.recovery, opt.policy}),
         net_(&net) {
     validate_schedule(sched_);
   }
@@ -104,7 +110,17 @@ class sparse_push {
   /// runs, e.g. views of its optimizer's buffers: no copy is kept); ignored in phases without a
   /// local step. Use for_each_node and model() to compute them on the algorithm's threads.
   void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma) {
-    const auto& ph = phases_.at(t);
+    round(t, directions, gamma, t);
+  }
+  /// The same with the phase of round `phase_round` (the asynchronous trainer: a node that runs
+  /// ahead of the others takes more rounds of the training phase than the phase schedule counts).
+  /// Under a deferred policy, a round that starts a phase first drains the envelopes of the
+  /// previous one (collective: every process reaches the same phase start), so that every
+  /// envelope is mixed with the consensus step it was sent with.
+  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma, std::uint32_t phase_round) {
+    const auto& ph = phases_.at(phase_round);
+    if (group_.in_flight() && &phases_.at(last_phase_round_) != &ph) drain();
+    last_phase_round_ = phase_round;
     // Exact phases (identity in full precision, e.g. SCSP's final gossip) are plain push-sum of x:
     // x_i <- sum_j W_ij x_j; the residual is neither sent nor changed.
     const bool exact = exact_phase<T>(ph);
@@ -121,6 +137,14 @@ class sparse_push {
     if (exact && ph.exact) group_.round(sched_, identity{}, *net_, t, st);
     else group_.round(sched_, ph.compressor, *net_, t, st);
   }
+
+  /// Mix every envelope in flight (push_sum_group::drain): afterwards the models are those of
+  /// lockstep rounds' bookkeeping (sum_i x_i and sum_i u_i exact). Collective over the processes;
+  /// a no-op under lockstep. Call it before checkpoints and evaluations (the trainer does).
+  void drain() { group_.drain(sched_, *net_); }
+  /// Whether envelopes may be in flight (a deferred round ran since the last drain).
+  bool in_flight() const noexcept { return group_.in_flight(); }
+  const wait_policy& policy() const noexcept { return group_.policy(); }
 
   /// Does round t take a local step (its phase trains)?
   bool trains(std::uint32_t t) const { return phases_.at(t).local_step; }
@@ -215,6 +239,7 @@ class sparse_push {
   std::vector<std::vector<T>> dirs_;  ///< p_i per node (oracle rounds only)
   std::vector<std::vector<T>> xh_;    ///< xh_i per thread (oracle rounds only)
   std::vector<std::span<const T>> views_;
+  std::uint32_t last_phase_round_ = 0;  ///< the phase round of the last round (deferred drains)
 };
 
 }  // namespace v0

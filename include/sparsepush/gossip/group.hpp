@@ -10,10 +10,15 @@
 // element type completes the round at every node, then throws non_finite_error (node.hpp, mix).
 #pragma once
 
+#include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <mutex>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -23,6 +28,7 @@
 #include "../transport/loopback.hpp"
 #include "lockstep.hpp"
 #include "node.hpp"
+#include "policy.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -40,6 +46,9 @@ struct gossip_options {
   /// What the nodes do about envelopes the network lost (node.hpp): plain push-sum loses their
   /// shares, acknowledged keeps them at the sender (sum x and sum u = n conserved).
   loss_recovery recovery = loss_recovery::none;
+  /// How long a node waits for its in-neighbours (gossip/policy.hpp): lockstep (the default) or a
+  /// deferred round (overlap, bounded staleness, asynchronous), which needs a network with take().
+  wait_policy policy{};
 };
 
 /// Push-sum nodes in one process: push_sum_node's run on a thread pool, exchanging through a
@@ -76,6 +85,7 @@ class push_sum_group {
       nodes_.emplace_back(std::move(x0[i]),
                           node_options{static_cast<std::uint32_t>(opt.first_node + i), opt.seed, opt.error_feedback, opt.recovery});
     d_ = d;
+    expected_.resize(nodes_.size());
   }
 
   /// Nodes this group holds.
@@ -185,6 +195,10 @@ class push_sum_group {
     }
     // every thread's block at its working size, whichever nodes it happens to take
     for (auto& b : blocks_) b.resize(std::min(d_, node_type::mix_block));
+    if (!opt_.policy.lockstep()) {
+      deferred_round(sched, comp, net, t, st, local, node_step_of);
+      return;
+    }
     detail::lockstep_round(
         pool_, n, [&](std::size_t i) { return net.endpoint(static_cast<std::uint32_t>(first + i)); },
         [&](std::size_t i) {
@@ -204,8 +218,71 @@ class push_sum_group {
         [&](std::size_t i, std::size_t w) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]), blocks_[w]); });
   }
 
+  /// The waiting rule of the rounds.
+  const wait_policy& policy() const noexcept { return opt_.policy; }
+  /// Whether envelopes may be in flight (a deferred round ran since the last drain()).
+  bool in_flight() const noexcept { return undrained_; }
+  /// Seconds the deferred rounds and drains spent in take() (waiting for and receiving envelopes).
+  double wait_seconds() const noexcept { return wait_seconds_; }
+  /// The largest staleness mixed (receiver's round - sender's round) over the nodes.
+  std::uint32_t max_staleness() const noexcept {
+    std::uint32_t m = 0;
+    for (const auto& nd : nodes_) m = std::max(m, nd.max_staleness());
+    return m;
+  }
+  /// The envelopes local node i still expects (sent to it in rounds it has run, not yet mixed).
+  std::span<const awaited> expected(std::size_t i) const { return expected_.at(i); }
+
+  /// Mix every envelope in flight (ALGORITHMS.md, "Drain"): afterwards sum_i x_i and sum_i u_i
+  /// are exact, as after a lockstep round. Collective over the processes of the run (every
+  /// process calls it at the same point): net.posted_rounds() tells every node's count of rounds
+  /// posted, each node takes every envelope addressed to it (waiting at most the network's
+  /// timeout), mixes them with the consensus step of the rounds they were sent in, and the
+  /// network completes its sends. Lockstep rounds leave nothing in flight: a no-op.
+  template <class S, class Net>
+  void drain(const S& sched, Net& net) {
+    if (opt_.policy.lockstep()) return;
+    static_assert(requires { net.posted_rounds(std::span<const std::uint32_t>()); },
+                  "sparsepush: drain() needs a network with posted_rounds() (loopback, MPI)");
+    const std::size_t n = nodes_.size(), first = opt_.first_node;
+    mine_.assign(n, next_round_);
+    const std::vector<std::uint32_t> posted = net.posted_rounds(std::span<const std::uint32_t>(mine_));
+    if (posted.size() != total_)
+      throw size_error("drain: the network counts " + std::to_string(posted.size()) + " nodes, the group " +
+                       std::to_string(total_));
+    std::uint32_t last = 0;
+    for (const auto p : posted) last = std::max(last, p);
+    // the envelopes sent in rounds this process has not run (its peers ran ahead) are expected too
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto me = static_cast<std::uint32_t>(first + i);
+      for (std::uint32_t s = next_round_; s < last; ++s) {
+        in_edges_of(sched, s, me, drain_rows_);
+        for (const auto& e : drain_rows_)
+          if (e.from != me && s < posted[e.from] && !lost_on(net, {.round = s, .from = e.from, .to = me}))
+            expected_[i].push_back({s, e.from});
+      }
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
+      nodes_[i].take(ep, all_rounds, all_rounds, expected_[i], expected_[i]);
+      settle(i, "the drain");
+      if (!expected_[i].empty())
+        throw transport_error("drain: node " + std::to_string(first + i) + " still misses " +
+                              std::to_string(expected_[i].size()) + " envelope(s) after its take");
+    }
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
+    mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
+    if constexpr (requires { net.finish_sends(); }) net.finish_sends();
+    undrained_ = false;
+  }
+
   /// Checkpoint section "GRUP": first node, total nodes, node count, then every node's "NODE".
+  /// Envelopes in flight are not part of it: drain() first (refused otherwise).
   void save(checkpoint_writer& w) const {
+    if (undrained_)
+      throw config_error("a push-sum group with envelopes in flight cannot be checkpointed: drain() it first");
     w.section("GRUP");
     w.u32(opt_.first_node);
     w.u64(total_);
@@ -247,6 +324,118 @@ class push_sum_group {
   }
 
  private:
+  /// Is the envelope on route r lost (injected loss: a rule every party evaluates)?
+  template <class Net>
+  static bool lost_on(const Net& net, const route& r) {
+    if constexpr (requires { net.lost(r); }) return net.lost(r);
+    else return false;
+  }
+
+  /// Run mix(i, w) at every node; the lowest node's error is rethrown once every node mixed.
+  template <class F>
+  void mix_all(F&& mix) {
+    std::mutex mu;
+    std::exception_ptr first;
+    std::size_t first_node = nodes_.size();
+    pool_.parallel_for_worker(nodes_.size(), [&](std::size_t i, std::size_t w) {
+      try {
+        mix(i, w);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (i < first_node) {
+          first_node = i;
+          first = std::current_exception();
+        }
+      }
+    });
+    if (first) std::rethrow_exception(first);
+  }
+
+  /// Cross node i's taken envelopes off its expected list; one it did not expect (a sender its
+  /// schedule does not list for that round, or one taken twice) is a transport_error.
+  void settle(std::size_t i, const char* where) {
+    auto& ex = expected_[i];
+    for (const auto& env : nodes_[i].received().envelopes) {
+      const auto it = std::find(ex.begin(), ex.end(), awaited{env.round, env.from});
+      if (it == ex.end())
+        throw transport_error(std::string(where) + ": node " + std::to_string(opt_.first_node + i) +
+                              " received node " + std::to_string(env.from) + "'s envelope of round " +
+                              std::to_string(env.round) +
+                              ", which its schedule does not list for that round (or it came twice)");
+      ex.erase(it);
+    }
+  }
+
+  /// One deferred round t (policy not lockstep; ALGORITHMS.md, "Asynchronous and overlapped
+  /// push-sum"): check every node, local step and compress, post and stage the own share, take
+  /// what the policy allows (waiting for what it requires), mix. The checks come first, so a
+  /// refused round changes nothing.
+  template <class S, class C, class Net, class StepOf>
+  void deferred_round(const S&, const C& comp, Net& net, std::uint32_t t, const step& st, bool local, StepOf&& node_step_of) {
+    static_assert(deferred_endpoint<std::remove_cvref_t<decltype(net.endpoint(0u))>>,
+                  "sparsepush: a deferred policy needs a network whose endpoints have take() (loopback, MPI)");
+    const std::size_t n = nodes_.size(), first = opt_.first_node;
+    if constexpr (requires { net.options().mode; })
+      if (net.options().mode == loopback_mode::by_reference)
+        throw config_error("policy " + to_string(opt_.policy) +
+                           " needs a loopback in copied or encoded mode (by_reference hands out the sender's "
+                           "message, which its next round overwrites)");
+    if constexpr (requires { net.options().policy; })
+      if (!(net.options().policy == opt_.policy))
+        throw config_error("the network runs policy " + to_string(net.options().policy) + ", the nodes " +
+                           to_string(opt_.policy) + ": give both the same");
+    if (t < next_round_ || (undrained_ && t != next_round_))
+      throw config_error("deferred round " + std::to_string(t) + " after round " + std::to_string(next_round_) +
+                         " - 1: rounds with envelopes in flight run in order (drain() first to jump)");
+    if (undrained_ && st.eta != deferred_eta_)
+      throw config_error("round " + std::to_string(t) + ": the consensus step changes from " +
+                         std::to_string(deferred_eta_) + " to " + std::to_string(st.eta) +
+                         " with envelopes in flight: drain() first");
+    pool_.parallel_for(n, [&](std::size_t i) {
+      const auto ns = node_step_of(i);
+      if (local && ns.direction.empty())
+        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(first + i) +
+                         ": direction has 0 elements, the model has " + std::to_string(d_));
+      nodes_[i].check(t, comp, cols_[i], ns, total_);
+    });
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
+      const auto ns = node_step_of(i);
+      if (local) nodes_[i].local_step(ns.direction, ns.gamma);
+      nodes_[i].compress(comp, t, st.feedback, ws_[w], st.fresh_residual);
+    });
+    undrained_ = true;
+    deferred_eta_ = st.eta;
+    next_round_ = t + 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto me = static_cast<std::uint32_t>(first + i);
+      auto ep = net.endpoint(me);
+      nodes_[i].post(ep, t, cols_[i]);
+      nodes_[i].stage_own_share(st.eta, nodes_[i].self_share(cols_[i]));
+      for (const auto& e : rows_[i])
+        if (e.from != me && !lost_on(net, {.round = t, .from = e.from, .to = me})) expected_[i].push_back({t, e.from});
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::uint32_t upto = 0, through = 0;
+    const bool takes = opt_.policy.mixes_through(t, upto);
+    const bool waits = opt_.policy.waits_through(t, through);
+    // overlap takes round t - 1 whatever a delay model says: it is deterministic on every network
+    const std::uint32_t now = opt_.policy.kind == wait_kind::overlap ? all_rounds : t;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!takes) break;
+      must_.clear();
+      if (waits)
+        for (const auto& a : expected_[i])
+          if (a.round <= through) must_.push_back(a);
+      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
+      nodes_[i].take(ep, now, upto, must_, expected_[i]);
+      settle(i, ("round " + std::to_string(t)).c_str());
+    }
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!takes)
+      for (std::size_t i = 0; i < n; ++i) nodes_[i].clear_received();
+    mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(st.eta, t, blocks_[w]); });
+  }
+
   std::vector<std::span<const T>> xs() const {
     std::vector<std::span<const T>> v;
     for (const auto& nd : nodes_) v.push_back(nd.x());
@@ -267,6 +456,15 @@ class push_sum_group {
   std::vector<std::vector<in_edge>> rows_;
   std::size_t d_ = 0;
   std::size_t total_ = 0;
+  // deferred rounds
+  std::vector<std::vector<awaited>> expected_;  ///< per node: envelopes sent to it, not yet mixed
+  std::vector<awaited> must_;                   ///< take()'s must list (scratch)
+  std::vector<in_edge> drain_rows_;
+  std::vector<std::uint32_t> mine_;
+  std::uint32_t next_round_ = 0;                ///< the round after the last deferred round
+  double deferred_eta_ = 1.0;                   ///< the consensus step of the rounds in flight
+  bool undrained_ = false;
+  double wait_seconds_ = 0.0;
 };
 
 }  // namespace v0

@@ -263,6 +263,71 @@ class push_sum_node {
   /// Whether the last mix() took the O(nnz) path (every message sparse).
   bool last_mix_sparse() const noexcept { return last_sparse_; }
 
+  // Deferred rounds (every policy but lockstep; ALGORITHMS.md, "Asynchronous and overlapped
+  // push-sum"): check, local step and compress as in lockstep, post(), stage_own_share(), take()
+  // what the policy lets the node mix, mix_taken(). A driver (push_sum_group) keeps the list of
+  // envelopes the node still expects and says what take() must wait for.
+
+  /// Step 3's own share, after post(): x_i += c q_i, u_i += c u_i with c = eta (W_ii + R_i - 1),
+  /// applied by the next mix_taken() (in the same round: q_i is kept until the next compress).
+  /// R_i (lost envelopes' shares, acknowledged recovery) is used here.
+  void stage_own_share(double eta, double self_share) noexcept {
+    own_coef_ = eta * (self_share + returned_ - 1.0);
+    own_staged_ = true;
+    returned_ = 0.0;
+  }
+  /// Step 4's receive: the envelopes of rounds <= upto that have arrived (visible at round `now`
+  /// under a delay model), waiting for those of `must` (deferred_endpoint::take).
+  template <deferred_endpoint E>
+  void take(E& ep, std::uint32_t now, std::uint32_t upto, std::span<const awaited> must,
+            std::span<const awaited> expected) {
+    ep.take(now, upto, must, inbox_, expected);
+  }
+  /// Step 4's mix: x_i += c q_i + sum_e eta w_e q_e and u_i += c u_i + sum_e eta w_e u_e, over the
+  /// staged own share (if any) and the envelopes of the last take() in inbox order (ascending
+  /// round, then sender). The sum S is accumulated per block as in mix(), then x_i += S; `eta` is
+  /// the consensus step of the rounds the envelopes were sent in (a driver drains before it
+  /// changes: sparse_push does at every phase start). The largest t - s over the envelopes mixed
+  /// is kept (max_staleness()). Overflow is reported as by mix().
+  void mix_taken(double eta, std::uint32_t t, std::vector<T>& block) {
+    mix_.clear();
+    double u_sum = 0.0;
+    if (own_staged_) {
+      mix_.push_back({&msg_, own_coef_});
+      u_sum = own_coef_ * u_;
+    }
+    for (const auto& env : inbox_.envelopes) {
+      mix_.push_back({env.msg, eta * env.share});
+      u_sum += eta * env.share * env.u;
+      if (env.round < t && t - env.round > max_staleness_) max_staleness_ = t - env.round;
+    }
+    scratch_.prepare(mix_, d_);  // checks every dim before anything changes
+    own_staged_ = false;
+    round_ = t;
+    if (mix_.empty()) return;
+    last_sparse_ = false;
+    block.resize(std::min(d_, mix_block));
+    T* const xp = x().data();
+    T* s = block.data();
+    typename detail::finite_bits<T>::U flags = 0;
+    for (std::size_t b = 0; b < d_; b += mix_block) {
+      const std::size_t end = std::min(d_, b + mix_block);
+      std::fill(s, s + (end - b), T(0));
+      scratch_.add_block<T>(s, b, end);
+      for (std::size_t l = b; l < end; ++l) {
+        const T v = xp[l] + s[l - b];
+        xp[l] = v;
+        flags |= detail::non_finite_flag<T>(v);
+      }
+    }
+    u_ = u_ + u_sum;
+    if (!detail::flags_finite<T>(flags) || !std::isfinite(u_)) throw_mixed_non_finite();
+  }
+  /// Forget the last take()'s envelopes (a deferred round that takes none: overlap's round 0).
+  void clear_received() noexcept { inbox_.envelopes.clear(); }
+  /// The largest staleness mixed so far by mix_taken(): receiver's round - sender's round.
+  std::uint32_t max_staleness() const noexcept { return max_staleness_; }
+
  private:
   /// The dense path: S_i accumulated per L2-sized block, then one pass over x, which also ORs
   /// together the finiteness flags of the values written (detail/finite.hpp: integer ops in the
@@ -438,6 +503,7 @@ class push_sum_node {
     if (!residual_.empty()) std::copy(s.e.begin(), s.e.end(), residual_.begin());
     u_ = s.u;
     returned_ = 0.0;
+    own_staged_ = false;
   }
   /// read_state() then restore(): all of it or, on a bad checkpoint, nothing.
   void restore(checkpoint_reader& r) { restore(read_state(r)); }
@@ -505,6 +571,9 @@ class push_sum_node {
   };
   std::vector<sparse_cursor> cursors_;
   bool last_sparse_ = false;
+  double own_coef_ = 0.0;          ///< the staged own share c of a deferred round
+  bool own_staged_ = false;
+  std::uint32_t max_staleness_ = 0;
   std::uint32_t round_ = 0;  ///< the round of the last post() or collect(), for mix()'s errors
   std::vector<out_edge> out_;
   std::vector<in_edge> in_;

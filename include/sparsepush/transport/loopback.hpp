@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "../topology/validate.hpp"
+#include "../detail/philox.hpp"
 #include "endpoint.hpp"
 
 namespace sparsepush {
@@ -52,6 +54,13 @@ struct loopback_options {
   loopback_mode mode = loopback_mode::copied;
   /// How long collect() waits for a missing envelope before it throws transport_error.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// The delay model of deferred rounds (take(), gossip/policy.hpp): the envelope of round s from
+  /// node j to node i is visible to i from its round s + delta on, delta = Philox(seed, s, j n + i)
+  /// mod (max_delay + 1) rounds: a seeded rule, as the loss, so that a run with delays is
+  /// bit-reproducible in one process. 0: every envelope is visible in the round it was sent.
+  /// A bounded-staleness policy needs max_delay <= its bound (take() refuses to wait for an
+  /// envelope the rule hides); overlap takes round t - 1's envelopes whatever their delay.
+  std::uint32_t max_delay = 0;
 };
 
 /// The settings a lockstep driver (one that runs every node's post before any node's collect and
@@ -88,6 +97,30 @@ class loopback_network : public network_accounting {
     return loopback_endpoint(*this, node);
   }
 
+  /// The delay, in the receiver's rounds, of the envelope on route r (options().max_delay).
+  std::uint32_t delay(const route& r) const noexcept {
+    if (opt_.max_delay == 0) return 0;
+    const detail::counter_rng rng(opt_.seed, 0, r.round, detail::rng_stream::message_delay);
+    return rng.block(static_cast<std::uint32_t>(r.from * num_nodes() + r.to))[0] % (opt_.max_delay + 1u);
+  }
+  /// For a drain: every node's count of rounds posted, from this process's (all of them here).
+  std::vector<std::uint32_t> posted_rounds(std::span<const std::uint32_t> mine) const {
+    if (mine.size() != num_nodes())
+      throw size_error("posted_rounds: " + std::to_string(mine.size()) + " counts for " + std::to_string(num_nodes()) +
+                       " nodes");
+    return {mine.begin(), mine.end()};
+  }
+  /// Sends complete when posted here: nothing to wait for.
+  void finish_sends() const noexcept {}
+  /// The most envelopes that were waiting at one receiver (posted, not yet taken) when it took:
+  /// what the inboxes of deferred rounds held at their fullest.
+  std::size_t largest_inbox() const noexcept { return largest_inbox_.load(); }
+  /// Envelopes posted to `node` and not taken yet.
+  std::size_t pending_envelopes(std::uint32_t node) {
+    std::lock_guard lock(boxes_.at(node).mu);
+    return boxes_[node].items.size();
+  }
+
   /// Every delivery so far (with options().trace); read it while no node posts.
   const std::vector<delivery>& trace() const noexcept { return trace_; }
   void clear_trace() { trace_.clear(); }
@@ -102,7 +135,7 @@ class loopback_network : public network_accounting {
     for (const auto& e : out) {
       if (e.to == from) continue;
       const bool dropped = count_envelope({.round = round, .from = from, .to = e.to}, bytes);
-      pending p{round, from, e.share, u, dropped, &m, {}, {}};
+      pending p{round, from, e.share, u, dropped, &m, {}, {}, delay({.round = round, .from = from, .to = e.to})};
       if (!dropped && opt_.mode == loopback_mode::encoded) {
         p.frame = spare_frame(from);
         p.frame.clear();
@@ -188,16 +221,101 @@ class loopback_network : public network_accounting {
           throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) +
                                 " decoded an envelope of node " + std::to_string(h.from) + ", round " +
                                 std::to_string(h.round) + " from node " + std::to_string(p.from));
-        box.envelopes.push_back({h.from, h.share, h.u, &m});
+        box.envelopes.push_back({h.from, h.share, h.u, &m, h.round});
         return_frame(p.from, std::move(p.frame));
       } else if (opt_.mode == loopback_mode::copied) {
         // the receiver keeps the copy; the buffers it held go back to the sender's pool
         message& m = box.decoded[k++];
         std::swap(m, p.copy);
-        box.envelopes.push_back({p.from, p.share, p.u, &m});
+        box.envelopes.push_back({p.from, p.share, p.u, &m, round});
         return_message(p.from, std::move(p.copy));
       } else {
-        box.envelopes.push_back({p.from, p.share, p.u, p.msg});
+        box.envelopes.push_back({p.from, p.share, p.u, p.msg, round});
+      }
+    }
+  }
+
+  /// Node `to` takes what a deferred round may mix (deferred_endpoint::take): the envelopes of
+  /// rounds <= upto visible at round `now` (round + delay <= now), waiting for those of `must`.
+  /// A must envelope that is there but hidden by its delay is a config_error at once (the delay
+  /// model exceeds the policy's bound; waiting could not reveal it: only rounds do).
+  void take(std::uint32_t to, std::uint32_t now, std::uint32_t upto, std::span<const awaited> must, inbox& box,
+            std::span<const awaited>) {
+    if (opt_.mode == loopback_mode::by_reference)
+      throw config_error("node " + std::to_string(to) + ": deferred rounds need a loopback in copied or encoded "
+                         "mode (by_reference hands out the sender's message, which its next round overwrites)");
+    auto& mb = boxes_[to];
+    std::vector<pending>& got = mb.got;
+    got.clear();
+    auto visible = [&](const pending& p) {
+      return p.round <= upto && (now == all_rounds || std::uint64_t{p.round} + p.delay <= now);
+    };
+    {
+      std::unique_lock lock(mb.mu);
+      std::size_t held = mb.items.size(), seen = largest_inbox_.load();
+      while (held > seen && !largest_inbox_.compare_exchange_weak(seen, held)) {}
+      auto present = [&](const awaited& a, bool& hidden) {
+        for (const auto& p : mb.items)
+          if (p.round == a.round && p.from == a.from) {
+            hidden = !visible(p);
+            return true;
+          }
+        return false;
+      };
+      auto have = [&] {
+        for (const auto& a : must) {
+          bool hidden = false;
+          if (!present(a, hidden)) return false;
+          if (hidden)
+            throw config_error("round " + std::to_string(now) + ": node " + std::to_string(to) +
+                               " must mix node " + std::to_string(a.from) + "'s envelope of round " +
+                               std::to_string(a.round) + ", which the loopback's delay model (max_delay " +
+                               std::to_string(opt_.max_delay) + ") hides until a later round: the delay exceeds "
+                               "the policy's staleness bound");
+        }
+        return true;
+      };
+      if (!mb.cv.wait_for(lock, opt_.timeout, have)) {
+        std::string missing;
+        for (const auto& a : must) {
+          bool hidden = false;
+          if (!present(a, hidden))
+            missing += (missing.empty() ? "" : ", ") + std::to_string(a.from) + " (round " + std::to_string(a.round) + ")";
+        }
+        throw transport_error("round " + std::to_string(now) + ": node " + std::to_string(to) + " waited " +
+                              std::to_string(opt_.timeout.count()) + " ms for the envelopes of node(s) " + missing);
+      }
+      for (auto it = mb.items.begin(); it != mb.items.end();) {
+        if (visible(*it)) {
+          got.push_back(std::move(*it));
+          it = mb.items.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    std::sort(got.begin(), got.end(),
+              [](const pending& a, const pending& b) { return a.round != b.round ? a.round < b.round : a.from < b.from; });
+    box.envelopes.clear();
+    std::size_t live = 0;
+    for (const auto& p : got) live += !p.dropped;
+    if (box.decoded.size() < live) box.decoded.resize(live);
+    std::size_t k = 0;
+    for (auto& p : got) {
+      if (p.dropped) continue;
+      message& m = box.decoded[k++];
+      if (opt_.mode == loopback_mode::encoded) {
+        const envelope_header h = decode_envelope(p.frame, m, box.dim, box.dim ? &box.spare : nullptr);
+        if (h.from != p.from || h.round != p.round)
+          throw transport_error("node " + std::to_string(to) + " decoded an envelope of node " + std::to_string(h.from) +
+                                ", round " + std::to_string(h.round) + " from node " + std::to_string(p.from) +
+                                ", round " + std::to_string(p.round));
+        box.envelopes.push_back({h.from, h.share, h.u, &m, h.round});
+        return_frame(p.from, std::move(p.frame));
+      } else {
+        std::swap(m, p.copy);
+        box.envelopes.push_back({p.from, p.share, p.u, &m, p.round});
+        return_message(p.from, std::move(p.copy));
       }
     }
   }
@@ -211,6 +329,7 @@ class loopback_network : public network_accounting {
     const message* msg = nullptr;  ///< the sender's message (by_reference mode)
     std::vector<std::byte> frame;  ///< the encoded envelope (encoded mode)
     message copy;                  ///< the copy of the sender's message (copied mode)
+    std::uint32_t delay = 0;       ///< rounds until the receiver sees it (take(); max_delay)
   };
   struct mailbox {
     std::mutex mu;
@@ -255,6 +374,7 @@ class loopback_network : public network_accounting {
   std::vector<pool> pools_;  ///< by sender
   std::mutex trace_mu_;
   std::vector<delivery> trace_;
+  std::atomic<std::size_t> largest_inbox_{0};
 };
 
 static_assert(endpoint<loopback_endpoint>);
