@@ -33,6 +33,13 @@
 namespace sparsepush {
 inline namespace v0 {
 
+/// A network that runs deferred rounds: endpoints with take(), and posted_rounds() for the drain.
+template <class Net>
+concept deferred_network = requires(Net& net, std::span<const std::uint32_t> mine) {
+  { net.endpoint(0u) } -> deferred_endpoint;
+  { net.posted_rounds(mine) } -> std::same_as<std::vector<std::uint32_t>>;
+};
+
 /// Settings of a push-sum group.
 struct gossip_options {
   double eta = 1.0;             ///< consensus step in (0, 1]
@@ -196,8 +203,14 @@ class push_sum_group {
     // every thread's block at its working size, whichever nodes it happens to take
     for (auto& b : blocks_) b.resize(std::min(d_, node_type::mix_block));
     if (!opt_.policy.lockstep()) {
-      deferred_round(sched, comp, net, t, st, local, node_step_of);
-      return;
+      if constexpr (deferred_network<Net>) {
+        deferred_round(sched, comp, net, t, st, local, node_step_of);
+        return;
+      } else {
+        throw config_error("policy " + to_string(opt_.policy) +
+                           " needs a network whose endpoints have take() and which counts posted rounds (loopback, "
+                           "MPI); this network runs lockstep rounds only");
+      }
     }
     detail::lockstep_round(
         pool_, n, [&](std::size_t i) { return net.endpoint(static_cast<std::uint32_t>(first + i)); },
@@ -242,8 +255,9 @@ class push_sum_group {
   template <class S, class Net>
   void drain(const S& sched, Net& net) {
     if (opt_.policy.lockstep()) return;
-    static_assert(requires { net.posted_rounds(std::span<const std::uint32_t>()); },
-                  "sparsepush: drain() needs a network with posted_rounds() (loopback, MPI)");
+    if constexpr (!deferred_network<Net>) {
+      throw config_error("drain: this network runs lockstep rounds only (no take() or posted_rounds())");
+    } else {
     const std::size_t n = nodes_.size(), first = opt_.first_node;
     mine_.assign(n, next_round_);
     const std::vector<std::uint32_t> posted = net.posted_rounds(std::span<const std::uint32_t>(mine_));
@@ -276,6 +290,7 @@ class push_sum_group {
     mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
     if constexpr (requires { net.finish_sends(); }) net.finish_sends();
     undrained_ = false;
+    }
   }
 
   /// Checkpoint section "GRUP": first node, total nodes, node count, then every node's "NODE".
@@ -372,8 +387,6 @@ class push_sum_group {
   /// refused round changes nothing.
   template <class S, class C, class Net, class StepOf>
   void deferred_round(const S&, const C& comp, Net& net, std::uint32_t t, const step& st, bool local, StepOf&& node_step_of) {
-    static_assert(deferred_endpoint<std::remove_cvref_t<decltype(net.endpoint(0u))>>,
-                  "sparsepush: a deferred policy needs a network whose endpoints have take() (loopback, MPI)");
     const std::size_t n = nodes_.size(), first = opt_.first_node;
     if constexpr (requires { net.options().mode; })
       if (net.options().mode == loopback_mode::by_reference)
