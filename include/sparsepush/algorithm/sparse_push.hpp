@@ -125,7 +125,10 @@ class sparse_push {
     // x_i <- sum_j W_ij x_j; the residual is neither sent nor changed.
     const bool exact = exact_phase<T>(ph);
     typename push_sum_group<tensor_type>::step st{ph.eta, {}, gamma, !exact};
-    st.fresh_residual = ph.fresh_residual && phases_.start_of(t) == t;
+    st.fresh_residual = ph.fresh_residual && phases_.start_of(phase_round) == phase_round;
+    // gossip-only rounds (SCSP's final phase) wait for every envelope whatever the policy: they
+    // average, and a node that ran them ahead of its peers would not
+    st.wait_all = !ph.local_step;
     if (ph.local_step) {
       // the group checks the directions (count, sizes, values); it takes none at all as a round
       // without a local step, which this phase is not
@@ -145,6 +148,12 @@ class sparse_push {
   /// Whether envelopes may be in flight (a deferred round ran since the last drain).
   bool in_flight() const noexcept { return group_.in_flight(); }
   const wait_policy& policy() const noexcept { return group_.policy(); }
+  /// After a drain, the round every node continues at (push_sum_group::common_round).
+  std::uint32_t common_round() const noexcept { return group_.common_round(); }
+  /// Seconds this process's rounds spent receiving (push_sum_group::wait_seconds).
+  double wait_seconds() const noexcept { return group_.wait_seconds(); }
+  /// The largest staleness mixed by this process's nodes (receiver's round - sender's round).
+  std::uint32_t max_staleness() const noexcept { return group_.max_staleness(); }
 
   /// Does round t take a local step (its phase trains)?
   bool trains(std::uint32_t t) const { return phases_.at(t).local_step; }

@@ -151,6 +151,9 @@ class push_sum_group {
     /// The same as views into the caller's storage (used when directions is empty).
     std::span<const std::span<const T>> direction_views{};
     bool fresh_residual = false;  ///< with feedback: every node takes e_i = 0 first (node_step::fresh_residual)
+    /// Deferred rounds only: wait for every envelope of round t before mixing (lockstep's rule,
+    /// through take(); e.g. gossip-only rounds, which an asynchronous node must not run alone).
+    bool wait_all = false;
   };
 
   /// One round t with the group's eta and no local step.
@@ -227,7 +230,11 @@ class push_sum_group {
           nodes_[i].compress(comp, t, st.feedback, ws_[w], st.fresh_residual);
         },
         [&](std::size_t i, auto& ep) { nodes_[i].post(ep, t, cols_[i]); },
-        [&](std::size_t i, auto& ep) { nodes_[i].collect(ep, t, rows_[i]); },
+        [&](std::size_t i, auto& ep) {
+          const auto c0 = std::chrono::steady_clock::now();
+          nodes_[i].collect(ep, t, rows_[i]);
+          wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+        },
         [&](std::size_t i, std::size_t w) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]), blocks_[w]); });
   }
 
@@ -235,7 +242,8 @@ class push_sum_group {
   const wait_policy& policy() const noexcept { return opt_.policy; }
   /// Whether envelopes may be in flight (a deferred round ran since the last drain()).
   bool in_flight() const noexcept { return undrained_; }
-  /// Seconds the deferred rounds and drains spent in take() (waiting for and receiving envelopes).
+  /// Seconds the rounds and drains spent receiving: in collect() (lockstep) or take() (deferred
+  /// rounds), waiting for envelopes and decoding them.
   double wait_seconds() const noexcept { return wait_seconds_; }
   /// The largest staleness mixed (receiver's round - sender's round) over the nodes.
   std::uint32_t max_staleness() const noexcept {
@@ -243,6 +251,10 @@ class push_sum_group {
     for (const auto& nd : nodes_) m = std::max(m, nd.max_staleness());
     return m;
   }
+  /// After a drain: the first round no node of the run has posted (the largest count of rounds
+  /// posted): where rounds that every node must run alike (SCSP's final gossip after
+  /// asynchronous training, whose nodes ran different round counts) continue.
+  std::uint32_t common_round() const noexcept { return common_round_; }
   /// The envelopes local node i still expects (sent to it in rounds it has run, not yet mixed).
   std::span<const awaited> expected(std::size_t i) const { return expected_.at(i); }
 
@@ -290,6 +302,7 @@ class push_sum_group {
     mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
     if constexpr (requires { net.finish_sends(); }) net.finish_sends();
     undrained_ = false;
+    common_round_ = std::max(last, next_round_);
     }
   }
 
@@ -429,10 +442,11 @@ class push_sum_group {
     }
     const auto t0 = std::chrono::steady_clock::now();
     std::uint32_t upto = 0, through = 0;
-    const bool takes = opt_.policy.mixes_through(t, upto);
-    const bool waits = opt_.policy.waits_through(t, through);
-    // overlap takes round t - 1 whatever a delay model says: it is deterministic on every network
-    const std::uint32_t now = opt_.policy.kind == wait_kind::overlap ? all_rounds : t;
+    const wait_policy rule = st.wait_all ? wait_policy{} : opt_.policy;
+    const bool takes = rule.mixes_through(t, upto);
+    const bool waits = rule.waits_through(t, through);
+    // overlap (and wait_all) take their rounds whatever a delay model says: deterministic on every network
+    const std::uint32_t now = rule.kind == wait_kind::overlap || st.wait_all ? all_rounds : t;
     for (std::size_t i = 0; i < n; ++i) {
       if (!takes) break;
       must_.clear();
@@ -475,6 +489,7 @@ class push_sum_group {
   std::vector<in_edge> drain_rows_;
   std::vector<std::uint32_t> mine_;
   std::uint32_t next_round_ = 0;                ///< the round after the last deferred round
+  std::uint32_t common_round_ = 0;              ///< common_round()
   double deferred_eta_ = 1.0;                   ///< the consensus step of the rounds in flight
   bool undrained_ = false;
   double wait_seconds_ = 0.0;

@@ -125,6 +125,37 @@ class mpi_process_group {
     }
     wait(two, from_last_);
   }
+  /// A sum over the ranks that the caller does not wait for (the asynchronous trainer's count of
+  /// local steps): start_sum(v) starts it (one at a time; every rank starts its k-th sum with its
+  /// own value, whenever it gets there), test_sum(out) tells without blocking whether it completed
+  /// (then out is the sum, the same on every rank). A sum pending longer than the network's
+  /// timeout is a transport_error (a rank stopped taking part) and the group is out of step.
+  void start_sum(std::uint64_t v) {
+    usable();
+    if (async_req_ != MPI_REQUEST_NULL) throw config_error("start_sum: the previous sum is still pending");
+    async_in_ = v;
+    check(MPI_Iallreduce(&async_in_, &async_out_, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_, &async_req_),
+          "MPI_Iallreduce");
+    async_start_ = MPI_Wtime();
+  }
+  bool test_sum(std::uint64_t& out) {
+    usable();
+    if (async_req_ == MPI_REQUEST_NULL) throw config_error("test_sum: no sum was started");
+    int done = 0;
+    check(MPI_Test(&async_req_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) {
+      out = async_out_;
+      return true;
+    }
+    if ((MPI_Wtime() - async_start_) * 1000.0 > static_cast<double>(net_->timeout().count())) {
+      broken_ = "the asynchronous count of local steps";
+      throw transport_error("rank " + std::to_string(rank()) + ": the count of local steps over the ranks did not "
+                            "complete within " + std::to_string(net_->timeout().count()) +
+                            " ms (a rank is missing or stalled)");
+    }
+    return false;
+  }
+
   void agree(std::string_view text) {
     usable();
     try {
@@ -205,6 +236,10 @@ class mpi_process_group {
   mutable double bcast_d_ = 0;
   mutable std::uint32_t bcast_u_ = 0;
   mutable std::string broken_;  ///< the wait that timed out (empty: none)
+  // start_sum/test_sum's buffers and request (members: a pending sum outlives the call)
+  unsigned long long async_in_ = 0, async_out_ = 0;
+  MPI_Request async_req_ = MPI_REQUEST_NULL;
+  double async_start_ = 0;
 };
 
 }  // namespace v0

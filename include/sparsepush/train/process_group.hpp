@@ -87,9 +87,16 @@ class single_process {
   void ordered_sum(std::span<float>, std::span<double>, const std::function<void()>& add) const { add(); }
   void agree(std::string_view) const noexcept {}
   void finish() const noexcept {}
+  /// The nonblocking sum of one process: complete at once.
+  void start_sum(std::uint64_t v) noexcept { pending_ = v; }
+  bool test_sum(std::uint64_t& out) const noexcept {
+    out = pending_;
+    return true;
+  }
 
  private:
   std::size_t n_;
+  std::uint64_t pending_ = 0;
 };
 
 }  // namespace v0
