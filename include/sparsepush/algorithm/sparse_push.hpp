@@ -113,11 +113,14 @@ class sparse_push {
     round(t, directions, gamma, t);
   }
   /// The same with the phase of round `phase_round` (the asynchronous trainer: a node that runs
-  /// ahead of the others takes more rounds of the training phase than the phase schedule counts).
-  /// Under a deferred policy, a round that starts a phase first drains the envelopes of the
-  /// previous one (collective: every process reaches the same phase start), so that every
-  /// envelope is mixed with the consensus step it was sent with.
-  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma, std::uint32_t phase_round) {
+  /// ahead of the others takes more rounds of the training phase than the phase schedule counts),
+  /// and, with wait_all, a deferred round that waits for every envelope of round t (lockstep's
+  /// rule: the trainer's rounds after training, SCSP's final gossip, which a node must not run
+  /// ahead of its peers). Under a deferred policy, a round that starts a phase first drains the
+  /// envelopes of the previous one (collective: every process reaches the same phase start), so
+  /// that every envelope is mixed with the consensus step it was sent with.
+  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma, std::uint32_t phase_round,
+             bool wait_all = false) {
     const auto& ph = phases_.at(phase_round);
     if (group_.in_flight() && &phases_.at(last_phase_round_) != &ph) drain();
     last_phase_round_ = phase_round;
@@ -126,9 +129,7 @@ class sparse_push {
     const bool exact = exact_phase<T>(ph);
     typename push_sum_group<tensor_type>::step st{ph.eta, {}, gamma, !exact};
     st.fresh_residual = ph.fresh_residual && phases_.start_of(phase_round) == phase_round;
-    // gossip-only rounds (SCSP's final phase) wait for every envelope whatever the policy: they
-    // average, and a node that ran them ahead of its peers would not
-    st.wait_all = !ph.local_step;
+    st.wait_all = wait_all;
     if (ph.local_step) {
       // the group checks the directions (count, sizes, values); it takes none at all as a round
       // without a local step, which this phase is not
