@@ -30,6 +30,7 @@
 //                                    (wait: until it takes; never: the window's error)
 //   mpi_check window_range           a window at or above the tags' round range is refused
 //   mpi_check idle_wait POLICY       a rank waiting 3 s uses little CPU (< 0.5 s)
+//   mpi_check busy_sender            takes do not block on a large frame whose sender computes
 // Prints "mpi_check: ... ok" and exits 0, or names what differed and exits 1. In the fault runs
 // a rank that catches the expected error prints it and aborts the job (exit code != 0).
 #include <algorithm>
@@ -409,8 +410,8 @@ deferred_stats run_deferred(sp::mpi_network& net, const sp::wait_policy& pol, st
       sched.out_edges(t, i, out);
       count(t, [&] { net.endpoint(i).post(t, out, weight_of(i, t), msgs[i - first]); });
       if (net.largest_unmatched() > pol.inbox_rounds())
-        fail(rank, "a sender had " + std::to_string(net.largest_unmatched()) + " envelopes unmatched, above the window " +
-                       std::to_string(pol.inbox_rounds()));
+        fail(rank, "a sender had " + std::to_string(net.largest_unmatched()) +
+                       " envelopes unmatched, above the window " + std::to_string(pol.inbox_rounds()));
     }
     next_round = t + 1;
     for (std::uint32_t i = first; i < first + local; ++i) {
@@ -433,7 +434,8 @@ deferred_stats run_deferred(sp::mpi_network& net, const sp::wait_policy& pol, st
       for (const auto& a : must)
         if (std::find(outstanding[i - first].begin(), outstanding[i - first].end(), a) != outstanding[i - first].end())
           fail(rank, "round " + std::to_string(t) + ": node " + std::to_string(i) + " returned without node " +
-                         std::to_string(a.from) + "'s envelope of round " + std::to_string(a.round) + ", which it must take");
+                         std::to_string(a.from) + "'s envelope of round " + std::to_string(a.round) +
+                         ", which it must take");
       if (pol.kind == sp::wait_kind::overlap && (before - outstanding[i - first].size() != must.size()))
         fail(rank, "overlap: node " + std::to_string(i) + " took other envelopes than round t - 1's");
     }
@@ -472,10 +474,10 @@ int deferred(const std::string& name) {
   net.agree("deferred;" + name);
   std::mt19937 rng(1234u + unsigned(net.rank()));
   std::uniform_int_distribution<int> ms(0, 8);
-  const auto st = run_deferred(net, pol, 30, [&](std::uint32_t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms(rng)));
-  });
-  unsigned long long largest = st.largest_pending, largest_all = 0, unmatched = net.largest_unmatched(), unmatched_all = 0;
+  const auto st = run_deferred(net, pol, 30,
+                               [&](std::uint32_t) { std::this_thread::sleep_for(std::chrono::milliseconds(ms(rng))); });
+  unsigned long long largest = st.largest_pending, largest_all = 0, unmatched = net.largest_unmatched(),
+                     unmatched_all = 0;
   MPI_Allreduce(&largest, &largest_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&unmatched, &unmatched_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   if (net.rank() == 0)
@@ -500,9 +502,10 @@ int alloc_deferred(const std::string& name) {
   unsigned long long largest = st.largest_pending, largest_all = 0;
   MPI_Allreduce(&largest, &largest_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   if (net.rank() == 0)
-    std::printf("mpi_check: deferred %s over %d ranks: %llu allocations in steady-state posts and takes (at most %llu "
-                "envelopes pending from one sender): %s\n",
-                sp::to_string(pol).c_str(), net.ranks(), total, largest_all, total == 0 ? "no round allocated: ok" : "FAIL");
+    std::printf(
+        "mpi_check: deferred %s over %d ranks: %llu allocations in steady-state posts and takes (at most %llu "
+        "envelopes pending from one sender): %s\n",
+        sp::to_string(pol).c_str(), net.ranks(), total, largest_all, total == 0 ? "no round allocated: ok" : "FAIL");
   return total == 0 ? 0 : 1;
 }
 
@@ -514,7 +517,9 @@ int slow_rank() {
   sp::mpi_network net(MPI_COMM_WORLD, 8, {.timeout = std::chrono::seconds(30), .policy = pol});
   net.agree("slow_rank");
   double slept[2] = {0, 0};
-  const auto now = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
+  const auto now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
   const std::uint32_t rounds = 5 + 4 * pol.inbox_rounds() + 5;  // enough to fill some windows to rank 0
   const auto st = run_deferred(net, pol, rounds, [&](std::uint32_t t) {
     if (net.rank() == 0 && t == 5) {
@@ -620,7 +625,8 @@ int window(const std::string& how) {
     net.endpoint(1).take(sp::all_rounds, sp::all_rounds, all, box, all);
     bool ok = box.envelopes.size() == rounds;
     for (std::uint32_t t = 0; ok && t < rounds; ++t)
-      ok = box.envelopes[t].round == t && box.envelopes[t].from == 0 && box.envelopes[t].msg->value_at<double>(3) == value_of(0, t, 3);
+      ok = box.envelopes[t].round == t && box.envelopes[t].from == 0 &&
+           box.envelopes[t].msg->value_at<double>(3) == value_of(0, t, 3);
     MPI_Barrier(MPI_COMM_WORLD);
     net.finish();
     if (!ok) std::printf("mpi_check: rank 1 did not take rounds 0..7 of node 0 in order\n");
@@ -700,14 +706,59 @@ int idle_wait(const std::string& name) {
   net.finish();
   double worst = net.rank() == 0 ? 0.0 : cpu, worst_all = 0;
   MPI_Allreduce(&worst, &worst_all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  std::printf("mpi_check: rank %d waited %.2f s in %s, using %.3f s of CPU (network's waiting time %.2f s)\n", net.rank(),
-              wall, pol.lockstep() ? "collect" : "take", cpu, net.timing().wait);
+  std::printf("mpi_check: rank %d waited %.2f s in %s, using %.3f s of CPU (network's waiting time %.2f s)\n",
+              net.rank(), wall, pol.lockstep() ? "collect" : "take", cpu, net.timing().wait);
   std::fflush(stdout);
   MPI_Barrier(MPI_COMM_WORLD);
   if (net.rank() == 0)
     std::printf("mpi_check: idle_wait %s: a waiting rank used at most %.3f s of CPU over a 3 s wait: %s\n",
                 sp::to_string(pol).c_str(), worst_all, worst_all < 0.5 ? "ok" : "FAIL (it polls)");
   return worst_all < 0.5 ? 0 : 1;
+}
+
+/// busy_sender: 2 nodes on 2 ranks, overlap. Node 0 posts a large envelope (1M doubles: a
+/// rendezvous transfer on every transport), calls the network for 3 ms, then computes 3 s
+/// without calling MPI; node 1 keeps taking without waiting (must empty): no take may block on
+/// the busy sender (a blocking MPI_Mrecv does, over TCP, until the sender calls in again), and
+/// the envelope arrives (when the sender's rank, or MPI's progress thread, moves it).
+int busy_sender() {
+  const std::size_t big = 1000000;
+  sp::mpi_network net(MPI_COMM_WORLD, 2, {.timeout = std::chrono::seconds(20), .policy = sp::wait_policy::overlap()});
+  net.agree("busy_sender");
+  sp::message m;
+  const vec x(big, 1.5);
+  sp::identity{{sp::value_encoding::f64}}.compress(std::span<const double>(x), m, {});
+  sp::inbox box;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  int rc = 0;
+  if (net.rank() == 0) {
+    const std::vector<sp::out_edge> out{{0, 0.5}, {1, 0.5}};
+    net.endpoint(0).post(0, out, 1.0, m);
+    for (int k = 0; k < 3; ++k) {
+      net.endpoint(0).take(0, 0, {}, box, {});
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    net.finish_sends();
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    double longest = 0;
+    while (box.envelopes.empty() && MPI_Wtime() - t0 < 10) {
+      const double a = MPI_Wtime();
+      net.endpoint(1).take(0, 0, {}, box, {});
+      longest = std::max(longest, MPI_Wtime() - a);
+      if (box.envelopes.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const bool ok = longest < 1.0 && box.envelopes.size() == 1 && box.envelopes[0].msg->count == big;
+    std::printf("mpi_check: busy_sender: the longest take lasted %.3f s, the envelope of %zu doubles came after %.2f s: "
+                "%s\n", longest, big, MPI_Wtime() - t0, ok ? "ok" : "FAIL");
+    rc = ok ? 0 : 1;
+  }
+  std::fflush(stdout);
+  MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  net.finish();
+  return rc;
 }
 
 int fault(const std::string& kind) {
@@ -758,11 +809,12 @@ int main(int argc, char** argv) {
   else if (mode == "stalled" && argc == 2) rc = stalled();
   else if (mode == "window" && argc == 3) rc = window(argv[2]);
   else if (mode == "window_range" && argc == 2) rc = window_range();
+  else if (mode == "busy_sender" && argc == 2) rc = busy_sender();
   else
     std::fprintf(stderr, "usage: mpi_check bits ALGORITHM NODES | alloc ALGORITHM | timeout | fault "
                          "stall|exit|round|settings|stop_allgather|stop_sum|stop_ordered_sum | idle_wait POLICY | "
                          "deferred POLICY | alloc_deferred POLICY | slow_rank | stalled | window wait|never | "
-                         "window_range\n");
+                         "window_range | busy_sender\n");
   MPI_Finalize();
   return rc;
 }

@@ -138,10 +138,11 @@ class mpi_network : public network_accounting {
       throw config_error("MPI tag range " + std::to_string(tag_ub) + " is too small for blocks of " +
                          std::to_string(block_max_) + " nodes per rank; use more ranks");
     if (!opt.policy.lockstep() && opt.policy.inbox_rounds() >= rounds_mod_)
-      throw config_error("wait policy " + to_string(opt.policy) + " holds " + std::to_string(opt.policy.inbox_rounds()) +
-                         " rounds of envelopes per in-neighbour, but MPI's tags (upper bound " + std::to_string(tag_ub) +
-                         ", blocks of " + std::to_string(block_max_) + " nodes per rank) tell only " +
-                         std::to_string(rounds_mod_) + " rounds apart; use a smaller window or more ranks");
+      throw config_error(
+          "wait policy " + to_string(opt.policy) + " holds " + std::to_string(opt.policy.inbox_rounds()) +
+          " rounds of envelopes per in-neighbour, but MPI's tags (upper bound " + std::to_string(tag_ub) +
+          ", blocks of " + std::to_string(block_max_) + " nodes per rank) tell only " + std::to_string(rounds_mod_) +
+          " rounds apart; use a smaller window or more ranks");
     MPI_Request req = MPI_REQUEST_NULL;
     check(MPI_Comm_idup(comm, &comm_, &req), "MPI_Comm_idup", -1, -1);
     wait(req, "the duplication of the network's communicator (MPI_Comm_idup; every rank must build its mpi_network)");
@@ -163,6 +164,13 @@ class mpi_network : public network_accounting {
         MPI_Cancel(&s.req);
         MPI_Request_free(&s.req);
       }
+    for (auto& r : receiving_) {  // only after an error (a drain completes them): MPI may still write
+      int done = 0;
+      MPI_Test(&r.req, &done, MPI_STATUS_IGNORE);
+      if (done) continue;
+      MPI_Request_free(&r.req);
+      new std::vector<std::byte>(std::move(r.buf));  // its buffer is left to MPI (leaked)
+    }
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
   mpi_network(const mpi_network&) = delete;
@@ -236,7 +244,7 @@ class mpi_network : public network_accounting {
   /// For every node of the run, the number of rounds it posted (its next round), from `mine`, this
   /// rank's nodes' counts in node order: one MPI_Iallgatherv on the network's communicator, waited
   /// with wait() (the timeout; receiving meanwhile in the deferred mode). Every rank calls it (the
-  /// drain). Allocates nothing after the first call, unless it throws.
+  /// drain); a rank that does not arrive within the timeout is a transport_error.
   std::vector<std::uint32_t> posted_rounds(std::span<const std::uint32_t> mine) {
     if (mine.size() != local_)
       throw size_error("posted_rounds: " + std::to_string(mine.size()) + " counts for the " + std::to_string(local_) +
@@ -314,6 +322,12 @@ class mpi_network : public network_accounting {
     std::uint32_t from = 0;
     double last = never, since = never;
     bool owed = false;
+  };
+  /// Deferred mode: a frame being received (MPI_Imrecv of a matched message).
+  struct rx_frame {
+    std::vector<std::byte> buf;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int src = 0, tag = 0;
   };
   /// Deferred mode: a local node's pending envelopes, spare message buffers and senders.
   struct node_inbox {
@@ -479,9 +493,9 @@ class mpi_network : public network_accounting {
     box.envelopes.clear();
     for (const auto& a : must) {
       if (a.round > upto)
-        throw config_error(when(now) + ": node " + std::to_string(to) + " must wait for node " + std::to_string(a.from) +
-                           "'s envelope of round " + std::to_string(a.round) + ", above the last round it takes (" +
-                           std::to_string(upto) + ")");
+        throw config_error(when(now) + ": node " + std::to_string(to) + " must wait for node " +
+                           std::to_string(a.from) + "'s envelope of round " + std::to_string(a.round) +
+                           ", above the last round it takes (" + std::to_string(upto) + ")");
       if (is_local(a.from) && posted_[a.from - first_] <= a.round)
         throw transport_error(when(now) + ": node " + std::to_string(to) + " waits for node " + std::to_string(a.from) +
                               "'s envelope of round " + std::to_string(a.round) + ", which node " +
@@ -603,35 +617,63 @@ class mpi_network : public network_accounting {
   }
 
   /// Receive every frame that has arrived for this rank's nodes into their pending lists
-  /// (deferred mode; a no-op in lockstep). True when it received one.
+  /// (deferred mode; a no-op in lockstep): match what has arrived (MPI_Improbe), start its
+  /// receive (MPI_Imrecv: a large frame whose sender's rank is busy elsewhere does not hold this
+  /// rank, as a blocking MPI_Mrecv would over TCP), and decode those that completed. True when
+  /// it matched or completed one.
   bool receive_arrived() {
     if (!deferred_) return false;
-    bool any = false;
+    bool any = complete_receives();
+    bool matched = false;
     for (int k = 0; k < 4096; ++k) {  // bounded: senders that keep sending do not hold the caller
       int flag = 0;
       MPI_Message msg = MPI_MESSAGE_NULL;
       MPI_Status st;
       check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &msg, &st), "MPI_Improbe", -1, -1);
       if (!flag) break;
-      receive_frame(msg, st);
+      const auto t0 = clock::now();
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      receiving_.emplace_back();
+      rx_frame& r = receiving_.back();
+      if (!rx_spare_.empty()) {
+        r.buf = std::move(rx_spare_.back());
+        rx_spare_.pop_back();
+      }
+      r.buf.resize(static_cast<std::size_t>(count));
+      r.src = st.MPI_SOURCE;
+      r.tag = st.MPI_TAG;
+      check(MPI_Imrecv(r.buf.data(), count, MPI_BYTE, &msg, &r.req), "MPI_Imrecv", -1, r.src);
+      const double rx_s = seconds_since(t0);
+      timing_.receive += rx_s;
+      busy_ += rx_s;
+      matched = true;
+    }
+    if (matched) complete_receives();
+    return any || matched;
+  }
+  /// Decode the frames whose receive completed (oldest first); true when there was one.
+  bool complete_receives() {
+    bool any = false;
+    for (auto& r : receiving_) {
+      const auto t0 = clock::now();
+      int done = 0;
+      check(MPI_Test(&r.req, &done, MPI_STATUS_IGNORE), "MPI_Test", -1, r.src);
+      const double rx_s = seconds_since(t0);
+      timing_.receive += rx_s;
+      busy_ += rx_s;
+      if (!done) continue;
+      accept_frame(r.buf, r.src, static_cast<std::size_t>(r.tag));
+      rx_spare_.push_back(std::move(r.buf));  // its buffer serves a later receive
       any = true;
     }
+    if (any) std::erase_if(receiving_, [](const rx_frame& r) { return r.req == MPI_REQUEST_NULL; });
     return any;
   }
-  /// Receive and decode one matched frame into its receiver's pending list; the receiver is the
-  /// tag's index in this rank's block, the round and sender are the header's, both checked.
-  void receive_frame(MPI_Message& msg, const MPI_Status& probed) {
-    const auto t0 = clock::now();
-    const int src = probed.MPI_SOURCE;
-    const std::size_t tg = static_cast<std::size_t>(probed.MPI_TAG);
-    int count = 0;
-    MPI_Get_count(&probed, MPI_BYTE, &count);
-    rx_.resize(static_cast<std::size_t>(count));
-    check(MPI_Mrecv(rx_.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv", -1, src);
+  /// Decode one received frame into its receiver's pending list; the receiver is the tag's index
+  /// in this rank's block, the round and sender are the header's, both checked.
+  void accept_frame(std::span<const std::byte> frame, int src, std::size_t tg) {
     const auto t1 = clock::now();
-    const double rx_s = std::chrono::duration<double>(t1 - t0).count();
-    timing_.receive += rx_s;
-    busy_ += rx_s;
     const std::size_t in_block = tg % block_max_;
     const auto tag_round = static_cast<std::uint32_t>(tg / block_max_);
     if (in_block >= local_)
@@ -643,7 +685,7 @@ class mpi_network : public network_accounting {
     node_inbox& ib = inboxes_[in_block];
     envelope_header h;
     try {
-      h = decode_envelope(rx_, rx_msg_, ib.dim, ib.dim ? &spare_msg_ : nullptr);
+      h = decode_envelope(frame, rx_msg_, ib.dim, ib.dim ? &spare_msg_ : nullptr);
     } catch (const decode_error& e) {
       throw transport_error("node " + std::to_string(to) + " on rank " + std::to_string(rank_) +
                             " received a bad frame from rank " + std::to_string(src) + ": " + e.what());
@@ -932,6 +974,8 @@ class mpi_network : public network_accounting {
   std::size_t largest_unmatched_ = 0;
   double busy_ = 0;                         ///< seconds spent receiving and decoding (not waiting)
   message rx_msg_, spare_msg_;              ///< a received frame's message and the decode's scratch
+  std::vector<rx_frame> receiving_;         ///< receives in flight, oldest first
+  std::vector<std::vector<std::byte>> rx_spare_;  ///< buffers of completed receives
   std::vector<awaited> collect_must_;
   std::vector<std::uint32_t> rounds_mine_, rounds_all_;  ///< posted_rounds()'s buffers
   std::vector<int> rounds_counts_, rounds_displs_;
