@@ -16,12 +16,17 @@
 //    receiver's pending list, and sends the others with MPI_Issend (complete once the receiver has
 //    matched it). A sender keeps at most policy.inbox_rounds() = W unmatched envelopes per receiver;
 //    posting one more waits (receiving meanwhile) up to the timeout. take() receives whatever has
-//    arrived for this rank's nodes (MPI_Improbe(ANY_SOURCE, ANY_TAG): the receiver from the tag, the
+//    arrived for this rank's nodes (MPI_Improbe(ANY_SOURCE, ANY_TAG) + MPI_Imrecv, so that a large
+//    frame whose sender is computing never blocks the receiver: the receiver from the tag, the
 //    round and sender from the header, checked against the tag and the source rank) into per-node
 //    pending lists, and hands over a node's envelopes of rounds <= upto, ascending by (round,
 //    sender); it waits only for the envelopes it must have, and checks liveness on the ones it
-//    expects. Every wait loop (take, the window, finish, wait) receives too, so that ranks waiting
-//    on each other progress. W must be below M (no two rounds of one window share a tag).
+//    expects. (Over TCP a large frame still moves only while its sender's rank calls MPI, unless
+//    the MPI has a progress thread: Open MPI's --mca btl_tcp_progress_thread 1.) Every wait loop
+//    (take, the window, finish, wait) receives too, so that ranks waiting on each other progress.
+//    W must be below M (no two rounds of one window share a tag). The pending lists are bounded
+//    by what arrives between a node's takes, not by W: a receiver that takes only rounds <= its
+//    own while its senders run ahead keeps their later rounds (see largest_pending()).
 // Waiting blocks, it does not poll: every wait loop tests, then sleeps with a backoff (20 us,
 // doubling up to 1 ms), its deadline taken from MPI_Wtime. MPI errors are returned
 // (MPI_ERRORS_RETURN on a private duplicate of the communicator) and thrown as mpi_error naming the
