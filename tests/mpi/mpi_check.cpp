@@ -6,6 +6,10 @@
 //                                    30% injected loss and acknowledged recovery; both runs lose
 //                                    the same envelopes)
 //   mpi_check bits ALGORITHM NODES POLICY   the same over a network in the deferred mode
+//   mpi_check policy_bits ALGORITHM NODES POLICY   the nodes run deferred rounds under POLICY too
+//                                    (overlap: the in-process bits)
+//   mpi_check policy_mass POLICY     exact averaging under POLICY with ranks sleeping at random:
+//                                    after the drain sum x and sum u are exact (1e-12)
 //                                    (mpi_options::policy = POLICY): the algorithm's lockstep
 //                                    collect() on it gives the same bits
 //   mpi_check alloc ALGORITHM        after warm-up rounds, rounds of ALGORITHM (sp, scsp, sgp, choco)
@@ -80,7 +84,8 @@ sp::phase_schedule phases_of(const std::string& alg) {
 /// Run the algorithm over `net` (MPI: this rank's block; loopback: every node); write the local
 /// models and return the bytes this process's nodes sent.
 template <class Net>
-std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec>& models) {
+std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec>& models,
+                const sp::wait_policy& policy = {}) {
   std::vector<vec> x0;
   for (std::uint32_t i = 0; i < net.local_nodes(); ++i) x0.push_back(initial(net.first_node() + i));
   const auto sched = sp::parse_schedule(schedule_of(alg), n);
@@ -93,8 +98,9 @@ std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec
   }
   const auto rec = drop_of(alg) > 0 ? sp::loss_recovery::acknowledged : sp::loss_recovery::none;
   sp::sparse_push<double, sp::any_compressor, sp::any_schedule, Net> a(x0, sched, phases_of(alg), net,
-                                                                       {.seed = 3, .recovery = rec});
+                                                                       {.seed = 3, .recovery = rec, .policy = policy});
   for (std::uint32_t t = 0; t < rounds; ++t) a.round(t, oracle, 0.05);
+  a.drain();  // a no-op in lockstep
   for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
   if (drop_of(alg) > 0 && a.messages_dropped() == 0 && a.num_nodes() > 2) {
     std::printf("mpi_check: %s lost no envelope\n", alg.c_str());
@@ -103,13 +109,14 @@ std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec
   return a.bytes_sent();
 }
 
-int bits(const std::string& alg, std::size_t n, const sp::wait_policy& network_policy = {}) {
+int bits(const std::string& alg, std::size_t n, const sp::wait_policy& network_policy = {},
+         const sp::wait_policy& policy = {}) {
   sp::mpi_network net(MPI_COMM_WORLD, n,
                       {.timeout = std::chrono::seconds(30), .drop_probability = drop_of(alg), .seed = 11,
                        .policy = network_policy});
-  net.agree(alg + ";" + std::to_string(n));
+  net.agree(alg + ";" + std::to_string(n) + ";" + sp::to_string(policy));
   std::vector<vec> local;
-  unsigned long long bytes = run(alg, n, net, local);
+  unsigned long long bytes = run(alg, n, net, local, policy);
   net.finish();
   // gather every node's model on rank 0, in node order
   vec flat;
@@ -137,7 +144,7 @@ int bits(const std::string& alg, std::size_t n, const sp::wait_policy& network_p
   if (net.rank() == 0) {
     sp::loopback_network loop(n, {.drop_probability = drop_of(alg), .seed = 11});
     std::vector<vec> ref;
-    const std::size_t ref_bytes = run(alg, n, loop, ref);
+    const std::size_t ref_bytes = run(alg, n, loop, ref, policy);
     for (std::size_t i = 0; i < n; ++i)
       if (std::memcmp(ref[i].data(), all.data() + i * d, d * sizeof(double)) != 0) {
         std::printf("mpi_check: %s, %zu nodes on %d ranks: node %zu differs from the in-process run\n", alg.c_str(), n,
@@ -158,9 +165,9 @@ int bits(const std::string& alg, std::size_t n, const sp::wait_policy& network_p
       }
     }
     if (rc == 0)
-      std::printf("mpi_check: %s, %zu nodes on %d ranks: models, %llu bytes and every node's ledger "
+      std::printf("mpi_check: %s (%s), %zu nodes on %d ranks: models, %llu bytes and every node's ledger "
                   "bit-identical to one process: ok\n",
-                  alg.c_str(), n, net.ranks(), total);
+                  alg.c_str(), sp::to_string(policy).c_str(), n, net.ranks(), total);
   }
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return rc;
@@ -761,6 +768,50 @@ int busy_sender() {
   return rc;
 }
 
+/// Exact push-sum averaging (no local step) under `name` with random per-rank sleeps, drained at
+/// the end: sum x over every node equals sum x(0) and sum u equals n (1e-12 relative), though
+/// the ranks ran at different speeds (the largest staleness mixed is printed).
+int policy_mass(const std::string& name) {
+  const std::size_t n = 12;
+  const auto policy = policy_of(name);
+  sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = std::chrono::seconds(30), .policy = policy});
+  net.agree("policy_mass;" + name);
+  std::vector<vec> x0;
+  for (std::uint32_t i = 0; i < net.local_nodes(); ++i) x0.push_back(initial(net.first_node() + i));
+  sp::phase gossip;
+  gossip.local_step = false;
+  gossip.exact = true;
+  const sp::phase_schedule averaging({gossip});
+  sp::sparse_push<double, sp::any_compressor, sp::any_schedule, sp::mpi_network> a(
+      x0, sp::parse_schedule("exponential", n), averaging, net, {.policy = policy});
+  std::mt19937 gen(static_cast<unsigned>(17 + net.rank()));
+  std::uniform_int_distribution<int> ms(0, 3 * net.rank());
+  for (std::uint32_t t = 0; t < 60; ++t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms(gen)));
+    a.round(t, std::span<const std::span<const double>>(), 0.0);
+  }
+  a.drain();
+  vec mine(d + 1, 0.0), all(d + 1, 0.0), start(d + 1, 0.0), start_all(d + 1, 0.0);
+  for (std::size_t i = 0; i < a.num_nodes(); ++i) {
+    for (std::size_t l = 0; l < d; ++l) mine[l] += a.group().x(i)[l], start[l] += x0[i][l];
+    mine[d] += a.group().u(i);
+    start[d] += 1.0;
+  }
+  MPI_Allreduce(mine.data(), all.data(), int(d + 1), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(start.data(), start_all.data(), int(d + 1), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  double worst = 0, scale = 0;
+  for (std::size_t l = 0; l <= d; ++l) scale = std::max(scale, std::abs(start_all[l]));
+  for (std::size_t l = 0; l <= d; ++l) worst = std::max(worst, std::abs(all[l] - start_all[l]) / scale);
+  unsigned stale = a.max_staleness(), stale_all = 0;
+  MPI_Allreduce(&stale, &stale_all, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+  const int rc = worst < 1e-12 ? 0 : 1;
+  if (net.rank() == 0)
+    std::printf("mpi_check: policy_mass %s on %d ranks: sum x and sum u after the drain within %.2g (relative) of "
+                "their start, largest staleness mixed %u: %s\n",
+                name.c_str(), net.ranks(), worst, stale_all, rc == 0 ? "ok" : "FAILED");
+  return rc;
+}
+
 int fault(const std::string& kind) {
   if (kind.starts_with("stop_")) return stop_collective(kind.substr(5));
   const std::size_t n = 8;
@@ -799,6 +850,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "bits" && argc == 4) rc = bits(argv[2], std::stoul(argv[3]));
   else if (mode == "bits" && argc == 5) rc = bits(argv[2], std::stoul(argv[3]), policy_of(argv[4]));
+  else if (mode == "policy_bits" && argc == 5) rc = bits(argv[2], std::stoul(argv[3]), policy_of(argv[4]), policy_of(argv[4]));
+  else if (mode == "policy_mass" && argc == 3) rc = policy_mass(argv[2]);
   else if (mode == "fault" && argc == 3) rc = fault(argv[2]);
   else if (mode == "alloc" && argc == 3) rc = alloc(argv[2]);
   else if (mode == "timeout" && argc == 2) rc = bad_timeout();

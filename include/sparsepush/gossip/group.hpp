@@ -93,6 +93,7 @@ class push_sum_group {
                           node_options{static_cast<std::uint32_t>(opt.first_node + i), opt.seed, opt.error_feedback, opt.recovery});
     d_ = d;
     expected_.resize(nodes_.size());
+    early_.resize(nodes_.size());
   }
 
   /// Nodes this group holds.
@@ -285,17 +286,18 @@ class push_sum_group {
         in_edges_of(sched, s, me, drain_rows_);
         for (const auto& e : drain_rows_)
           if (e.from != me && s < posted[e.from] && !lost_on(net, {.round = s, .from = e.from, .to = me}))
-            expected_[i].push_back({s, e.from});
+            expect(i, {s, e.from});
       }
     }
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < n; ++i) {
       auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
       nodes_[i].take(ep, all_rounds, all_rounds, expected_[i], expected_[i]);
-      settle(i, "the drain");
-      if (!expected_[i].empty())
+      settle(sched, i, all_rounds, "the drain");
+      if (!expected_[i].empty() || !early_[i].empty())
         throw transport_error("drain: node " + std::to_string(first + i) + " still misses " +
-                              std::to_string(expected_[i].size()) + " envelope(s) after its take");
+                              std::to_string(expected_[i].size()) + " envelope(s) after its take, or got " +
+                              std::to_string(early_[i].size()) + " of rounds no node posted");
     }
     wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
@@ -379,18 +381,39 @@ class push_sum_group {
     if (first) std::rethrow_exception(first);
   }
 
-  /// Cross node i's taken envelopes off its expected list; one it did not expect (a sender its
-  /// schedule does not list for that round, or one taken twice) is a transport_error.
-  void settle(std::size_t i, const char* where) {
+  /// Node i expects envelope a, unless it came early (then it is crossed off the early list).
+  void expect(std::size_t i, const awaited& a) {
+    auto& early = early_[i];
+    const auto it = std::find(early.begin(), early.end(), a);
+    if (it != early.end()) early.erase(it);
+    else expected_[i].push_back(a);
+  }
+
+  /// Cross node i's taken envelopes off its expected list. One of a round after `t` (node i's
+  /// round; a sender ahead of it) goes on its early list if the schedule lists the sender for
+  /// that round; any other it did not expect (a sender the schedule does not list, or an envelope
+  /// taken twice) is a transport_error.
+  template <class S>
+  void settle(const S& sched, std::size_t i, std::uint32_t t, const char* where) {
     auto& ex = expected_[i];
+    const auto me = static_cast<std::uint32_t>(opt_.first_node + i);
     for (const auto& env : nodes_[i].received().envelopes) {
-      const auto it = std::find(ex.begin(), ex.end(), awaited{env.round, env.from});
-      if (it == ex.end())
-        throw transport_error(std::string(where) + ": node " + std::to_string(opt_.first_node + i) +
-                              " received node " + std::to_string(env.from) + "'s envelope of round " +
-                              std::to_string(env.round) +
+      const awaited a{env.round, env.from};
+      const auto it = std::find(ex.begin(), ex.end(), a);
+      if (it != ex.end()) {
+        ex.erase(it);
+        continue;
+      }
+      bool listed = false;
+      if (env.round > t && t != all_rounds && std::find(early_[i].begin(), early_[i].end(), a) == early_[i].end()) {
+        in_edges_of(sched, env.round, me, drain_rows_);
+        for (const auto& e : drain_rows_) listed |= e.from == env.from && e.from != me;
+      }
+      if (!listed)
+        throw transport_error(std::string(where) + ": node " + std::to_string(me) + " received node " +
+                              std::to_string(env.from) + "'s envelope of round " + std::to_string(env.round) +
                               ", which its schedule does not list for that round (or it came twice)");
-      ex.erase(it);
+      early_[i].push_back(a);
     }
   }
 
@@ -399,7 +422,7 @@ class push_sum_group {
   /// what the policy allows (waiting for what it requires), mix. The checks come first, so a
   /// refused round changes nothing.
   template <class S, class C, class Net, class StepOf>
-  void deferred_round(const S&, const C& comp, Net& net, std::uint32_t t, const step& st, bool local, StepOf&& node_step_of) {
+  void deferred_round(const S& sched, const C& comp, Net& net, std::uint32_t t, const step& st, bool local, StepOf&& node_step_of) {
     const std::size_t n = nodes_.size(), first = opt_.first_node;
     if constexpr (requires { net.options().mode; })
       if (net.options().mode == loopback_mode::by_reference)
@@ -438,12 +461,15 @@ class push_sum_group {
       nodes_[i].post(ep, t, cols_[i]);
       nodes_[i].stage_own_share(st.eta, nodes_[i].self_share(cols_[i]));
       for (const auto& e : rows_[i])
-        if (e.from != me && !lost_on(net, {.round = t, .from = e.from, .to = me})) expected_[i].push_back({t, e.from});
+        if (e.from != me && !lost_on(net, {.round = t, .from = e.from, .to = me})) expect(i, {t, e.from});
     }
     const auto t0 = std::chrono::steady_clock::now();
     std::uint32_t upto = 0, through = 0;
     const wait_policy rule = st.wait_all ? wait_policy{} : opt_.policy;
-    const bool takes = rule.mixes_through(t, upto);
+    bool takes = rule.mixes_through(t, upto);
+    // asynchronous: whatever has arrived, also of rounds this node has not run yet (a sender
+    // ahead of it), so that what waits at a slow receiver is bounded by its senders' windows
+    if (rule.kind == wait_kind::asynchronous) upto = all_rounds;
     const bool waits = rule.waits_through(t, through);
     // overlap (and wait_all) take their rounds whatever a delay model says: deterministic on every network
     const std::uint32_t now = rule.kind == wait_kind::overlap || st.wait_all ? all_rounds : t;
@@ -455,7 +481,7 @@ class push_sum_group {
           if (a.round <= through) must_.push_back(a);
       auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
       nodes_[i].take(ep, now, upto, must_, expected_[i]);
-      settle(i, ("round " + std::to_string(t)).c_str());
+      settle(sched, i, t, ("round " + std::to_string(t)).c_str());
     }
     wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!takes)
@@ -485,6 +511,7 @@ class push_sum_group {
   std::size_t total_ = 0;
   // deferred rounds
   std::vector<std::vector<awaited>> expected_;  ///< per node: envelopes sent to it, not yet mixed
+  std::vector<std::vector<awaited>> early_;     ///< per node: mixed before its round came (asynchronous)
   std::vector<awaited> must_;                   ///< take()'s must list (scratch)
   std::vector<in_edge> drain_rows_;
   std::vector<std::uint32_t> mine_;
