@@ -388,8 +388,10 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
     const double epoch = static_cast<double>(std::min(s.round, train_rounds)) * c.batch / per_node;
     if (s.evaluated && log.is_open()) log.row(s, epoch, scsp && s.round > train_rounds ? "final-gossip" : "train");
     if (root && (tty || s.evaluated)) {  // a terminal gets one live line, a pipe a line per evaluation
-      std::printf("%sround %u/%u  epoch %.2f  loss %.4f  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
-                  tty ? "\r" : "", s.round, rounds, epoch, s.loss, 100 * s.eval.avg_node_accuracy, 100 * s.eval.averaged_model_accuracy,
+      char loss[32] = "-";  // under MPI the mean loss is gathered at evaluations and checkpoints only
+      if (s.loss_known) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
+      std::printf("%sround %u/%u  epoch %.2f  loss %s  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
+                  tty ? "\r" : "", s.round, rounds, epoch, loss, 100 * s.eval.avg_node_accuracy, 100 * s.eval.averaged_model_accuracy,
                   s.report.parameter_divergence, static_cast<double>(s.bytes_now) / 1e6,
                   s.wall_seconds / s.round * (rounds - s.round), tty ? "   " : "\n");
       std::fflush(stdout);

@@ -169,6 +169,8 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
           {"avg_test_accuracy", r.eval.avg_node_accuracy},
           {"averaged_model_test_accuracy", r.eval.averaged_model_accuracy},
           {"param_divergence", r.report.parameter_divergence},
+          {"first_loss", r.first_loss},
+          {"loss", r.loss},
           {"bytes_sent_total", r.report.bytes_sent},
           {"bytes_per_node", r.report.bytes_sent / n},
           {"bytes_full_precision_equivalent", r.report.full_precision_bytes},
