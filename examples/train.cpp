@@ -7,12 +7,15 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -123,6 +126,10 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
   app.add_option("--mpi-timeout", c.mpi_timeout, "seconds a rank waits for a missing message or a collective before it stops the run "
                  "(0.001 to 2147483)")
       ->check(real(0.001, 2147483))->capture_default_str();
+  app.add_option("--straggler", c.straggler_specs,
+                 "NODES:FACTOR (repeatable): make nodes NODES (a node, e.g. 3, or a range, e.g. 12-15) take FACTOR (> 1, at "
+                 "most 1000) times as long per local step: each sleeps (FACTOR - 1) x its measured compute time; the "
+                 "results do not change");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -170,6 +177,48 @@ int launched_ranks() {
       if (ec == std::errc() && n > 0) return n;
     }
   return 1;
+}
+
+/// --straggler's specs against the run's `nodes`: each NODES:FACTOR, NODES a node or an inclusive
+/// range a-b within [0, nodes), FACTOR a number in (1, 1000]; no node named twice. A config_error
+/// names the spec and what is wrong with it.
+std::vector<straggler> parse_stragglers(const std::vector<std::string>& specs, std::size_t nodes) {
+  std::vector<straggler> out;
+  for (const std::string& spec : specs) {
+    const std::string at = "--straggler " + cli_numbers::shown_text(spec) + ": ";
+    const auto colon = spec.find(':');
+    if (colon == std::string::npos || spec.find(':', colon + 1) != std::string::npos)
+      throw sp::config_error(at + "expected NODES:FACTOR, a node or a range of nodes and a factor > 1 (e.g. 3:3 or 12-15:3)");
+    const std::string nodes_text = spec.substr(0, colon), factor_text = spec.substr(colon + 1);
+    auto node = [&](std::string text) {  // a whole number, read as the other counts are
+      if (text.empty()) throw sp::config_error(at + "a node is missing (NODES is a node, e.g. 3, or a range, e.g. 12-15)");
+      if (const std::string why = whole(0, 4294967295u)(text); !why.empty()) throw sp::config_error(at + "node " + why);
+      return static_cast<std::uint32_t>(std::stoul(text));
+    };
+    const auto dash = nodes_text.find('-');
+    straggler s;
+    s.first = node(nodes_text.substr(0, dash));
+    s.last = dash == std::string::npos ? s.first : node(nodes_text.substr(dash + 1));
+    if (s.first > s.last)
+      throw sp::config_error(at + "the range " + nodes_text + " is empty (its first node is after its last: write " +
+                             std::to_string(s.last) + "-" + std::to_string(s.first) + ")");
+    if (s.last >= nodes) {
+      const std::uint32_t outside = s.first >= nodes ? s.first : s.last;
+      throw sp::config_error(at + "node " + std::to_string(outside) + " is outside the run's " + std::to_string(nodes) +
+                             " nodes (0 to " + std::to_string(nodes - 1) + ")");
+    }
+    std::string f = factor_text;
+    if (const std::string why = real(1, 1000, true)(f); !why.empty())
+      throw sp::config_error(at + "the factor " + why);
+    s.factor = std::stod(factor_text);
+    for (std::size_t k = 0; k < out.size(); ++k)
+      if (s.first <= out[k].last && out[k].first <= s.last)
+        throw sp::config_error("--straggler " + cli_numbers::shown_text(specs[k]) + " and " + cli_numbers::shown_text(spec) +
+                               " both name node " + std::to_string(std::max(s.first, out[k].first)) +
+                               " (give each node one factor)");
+    out.push_back(s);
+  }
+  return out;
 }
 
 /// Every check that needs no data, before any work (a config_error exits with 2). Nothing is
@@ -258,6 +307,7 @@ void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) 
       throw sp::config_error("--resume " + c.resume + ": no checkpoint there (" + c.resume + "/manifest is missing)");
   }
   if (c.checkpoint.empty()) c.checkpoint = c.resume;  // --resume DIR continues there (the trainer creates --checkpoint)
+  c.stragglers = parse_stragglers(c.straggler_specs, c.nodes);
 }
 
 /// What the run is made of, worked out from the options and the data before any collective (a
@@ -299,6 +349,19 @@ run_plan plan_run(const train_config& c, const sp::fashion_mnist& fm) {
   return p;
 }
 
+/// The header line's note of --straggler ("", or "; stragglers: node 3 x3, nodes 12-15 x2.5").
+std::string stragglers_text(const std::vector<straggler>& slow) {
+  std::string out;
+  for (const straggler& s : slow) {
+    char f[32];
+    std::snprintf(f, sizeof f, "%g", s.factor);
+    out += (out.empty() ? "; stragglers: " : ", ") +
+           (s.first == s.last ? "node " + std::to_string(s.first) : "nodes " + std::to_string(s.first) + "-" + std::to_string(s.last)) +
+           " x" + f;
+  }
+  return out;
+}
+
 /// Load the data, build the nodes this process runs, train them, report. Returns the exit code.
 template <class Group, class Net>
 int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const sp::nn::model& net, Group& group,
@@ -327,7 +390,10 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   const sp::nn::lr_schedule lr{c.lr, c.lr_shape == "cosine" ? lr_kind::cosine : c.lr_shape == "constant" ? lr_kind::constant : lr_kind::step, c.warmup};
   std::uint32_t resume_round = 0;
   sp::local_training<float> backend;
+  std::vector<double> slowdown(n, 1.0);  // --straggler: each node's factor
+  for (const straggler& st : c.stragglers) std::fill(slowdown.begin() + st.first, slowdown.begin() + st.last + 1, st.factor);
   backend.step = [&](std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> dir) {
+    const auto t0 = std::chrono::steady_clock::now();
     scratch& s = work.at(w);  // this worker's buffers, sized at first use
     s.grad.resize(d), s.images.resize(c.batch * in), s.labels.resize(c.batch);
     shards[i].next_batch(c.batch, s.batch);
@@ -338,6 +404,10 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
     const double loss = net.loss_and_grad(model, s.images.data(), s.labels.data(), c.batch, s.grad, s.ws,
                                           sp::nn::quantization{c.bits, c.seed, i, t});  // bits 0: full precision
     opt.direction(s.grad, model, velocity[i - first], dir);
+    if (slowdown[i] > 1) {  // a straggler: the step takes factor x its compute time, on the calling thread
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+      std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(took * (slowdown[i] - 1)));
+    }
     return loss;
   };
   backend.direction = [&](std::uint32_t i) {
@@ -388,8 +458,10 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
     const double epoch = static_cast<double>(std::min(s.round, train_rounds)) * c.batch / per_node;
     if (s.evaluated && log.is_open()) log.row(s, epoch, scsp && s.round > train_rounds ? "final-gossip" : "train");
     if (root && (tty || s.evaluated)) {  // a terminal gets one live line, a pipe a line per evaluation
-      std::printf("%sround %u/%u  epoch %.2f  loss %.4f  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
-                  tty ? "\r" : "", s.round, rounds, epoch, s.loss, 100 * s.eval.avg_node_accuracy, 100 * s.eval.averaged_model_accuracy,
+      char loss[32] = "-";  // under MPI the mean loss is gathered at evaluations and checkpoints only
+      if (s.loss_known) std::snprintf(loss, sizeof loss, "%.4f", s.loss);
+      std::printf("%sround %u/%u  epoch %.2f  loss %s  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
+                  tty ? "\r" : "", s.round, rounds, epoch, loss, 100 * s.eval.avg_node_accuracy, 100 * s.eval.averaged_model_accuracy,
                   s.report.parameter_divergence, static_cast<double>(s.bytes_now) / 1e6,
                   s.wall_seconds / s.round * (rounds - s.round), tty ? "   " : "\n");
       std::fflush(stdout);
@@ -416,8 +488,9 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   resume_round = tr.start_round();
   if (root) {
     std::printf("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu parameters), "
-                "%s %g, %u rounds (%.2f epochs) of batch %zu\n", c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(),
-                c.eta, c.model.c_str(), d, c.dirichlet > 0 ? "dirichlet" : "skew", c.dirichlet > 0 ? c.dirichlet : c.skew, rounds, epochs, c.batch);
+                "%s %g, %u rounds (%.2f epochs) of batch %zu%s\n", c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(),
+                c.eta, c.model.c_str(), d, c.dirichlet > 0 ? "dirichlet" : "skew", c.dirichlet > 0 ? c.dirichlet : c.skew, rounds, epochs, c.batch,
+                stragglers_text(c.stragglers).c_str());
     if (scsp) {
       std::printf("sparsepush-train: SCSP's last %u rounds gossip with %s, eta %g", final_rounds, c.final_compressor.c_str(), c.final_eta);
       const auto v = sp::whole_model_values(final_comp).value_or(sp::value_encoding::native);

@@ -25,6 +25,13 @@
 #include "run_program.hpp"
 #include "train_outputs.hpp"
 
+/// --straggler NODES:FACTOR: nodes first..last (inclusive) take FACTOR times as long per local
+/// step (they sleep (FACTOR - 1) x the measured compute time of each step).
+struct straggler {
+  std::uint32_t first = 0, last = 0;
+  double factor = 1;
+};
+
 /// The command line of sparsepush-train (defaults as --help prints them).
 struct train_config {
   std::size_t nodes = 16;
@@ -63,10 +70,13 @@ struct train_config {
   std::string checkpoint, resume;      // directories
   std::uint32_t resume_round = 0;      // 0: the latest checkpoint of --resume
   std::uint32_t checkpoint_every = 0;  // 0: at every evaluation
+  std::vector<std::string> straggler_specs;  // --straggler, as given
+  std::vector<straggler> stragglers;         // the same, checked against --nodes
 };
 
 /// Everything the nodes compute with: what every MPI rank must agree on and what a checkpoint
-/// must have been written with to be resumed (threads and outputs excluded: they change nothing).
+/// must have been written with to be resumed (threads, outputs and --straggler excluded: they
+/// change no number, so a resumed run may add or drop a straggler).
 sparsepush::run_settings settings_of(const train_config& c, std::size_t n, std::size_t d) {
   sparsepush::run_settings s;
   s.add("nodes", n).add("dim", d).add("schedule", c.schedule).add("algorithm", c.algorithm);
@@ -139,6 +149,11 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
                                    std::uint32_t train_rounds, std::uint32_t final_rounds,
                                    std::optional<double> final_bound, double epochs, int ranks, double wall) {
   using nlohmann::json;
+  json slow = nullptr;  // --straggler: [{"nodes": [first, last], "factor": f}, ...] in the order given
+  for (const straggler& s : c.stragglers) {
+    if (slow.is_null()) slow = json::array();
+    slow.push_back({{"nodes", {s.first, s.last}}, {"factor", s.factor}});
+  }
   const bool scsp = c.algorithm == "scsp", graph = c.algorithm != "centralized";
   const unsigned b = c.bits ? c.bits : 32;
   const auto one = net.profile(c.batch * n, b), per = net.profile(c.batch, b);
@@ -169,6 +184,8 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
           {"avg_test_accuracy", r.eval.avg_node_accuracy},
           {"averaged_model_test_accuracy", r.eval.averaged_model_accuracy},
           {"param_divergence", r.report.parameter_divergence},
+          {"first_loss", r.first_loss},
+          {"loss", r.loss},
           {"bytes_sent_total", r.report.bytes_sent},
           {"bytes_per_node", r.report.bytes_sent / n},
           {"bytes_full_precision_equivalent", r.report.full_precision_bytes},
@@ -181,6 +198,7 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
           {"weight_mass", r.weight_mass ? json(*r.weight_mass) : json(nullptr)},
           {"transport", c.transport},
           {"ranks", ranks},
+          {"straggler", slow},
           {"wall_seconds", wall},
           {"train_seconds", r.train_seconds},
           {"eval_seconds", r.eval_seconds},

@@ -4,7 +4,9 @@
 // run; CHOCO and centralized training through the trainer equal their oracle rounds bit for bit;
 // checkpoint directories: locked against a second run, never created by resume, file-system
 // errors reported as the library's errors; a resume inside SCSP's final rounds and a repeated
-// resume from a kept round give the uninterrupted run's result.
+// resume from a kept round give the uninterrupted run's result; a group of several processes
+// gathers the losses at evaluations and checkpoints only, to the bits of one process; a negative
+// first loss stays the first loss.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -20,6 +22,9 @@
 #include <fstream>
 #include <thread>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <sparsepush/sparsepush.hpp>
 #include <sparsepush/train/trainer.hpp>
@@ -280,6 +285,125 @@ TEST_CASE("trainer: the guard stops a diverging run before its evaluation", "[tr
   CHECK_THAT(r.reason, Catch::StartsWith("training diverged at round"));
   CHECK(r.rounds_done < 40);
   CHECK(progress == static_cast<int>(r.rounds_done) - 1);  // the stopping round reports nothing
+}
+
+TEST_CASE("default_divergence_guard: a loss that is not known is not judged", "[train]") {
+  sp::round_status s;
+  s.round = 4;
+  s.first_loss = 1.0;
+  s.loss = std::nan("");
+  s.loss_known = false;  // a round between evaluations, over several processes: a stale value
+  CHECK_FALSE(sp::default_divergence_guard(s).has_value());
+  s.loss = 1e9;
+  CHECK_FALSE(sp::default_divergence_guard(s).has_value());
+  s.loss_known = true;
+  CHECK_THAT(sp::default_divergence_guard(s).value_or(""), Catch::StartsWith("training diverged at round 3 (mean loss 1e+09"));
+  s.loss = std::nan("");
+  CHECK_THAT(sp::default_divergence_guard(s).value_or(""), Catch::StartsWith("training diverged at round 3 (mean loss nan"));
+  s.loss = 19.0;  // within 10 x 1 + 10
+  CHECK_FALSE(sp::default_divergence_guard(s).has_value());
+}
+
+namespace {
+/// One process posing as rank 0 of two: single_process's collectives, and the name of every
+/// gather of losses recorded in `events`, so a test sees where a group of several ranks
+/// gathers them.
+struct posing_group {
+  sp::single_process one;
+  std::vector<std::string>* events;
+  int rank() const noexcept { return 0; }
+  int ranks() const noexcept { return 2; }
+  std::uint32_t first_node() const noexcept { return 0; }
+  std::size_t local_nodes() const noexcept { return one.local_nodes(); }
+  std::size_t total_nodes() const noexcept { return one.total_nodes(); }
+  std::vector<double> allgather(std::span<const double> mine, std::string_view what = "") {
+    if (what.find("loss") != std::string_view::npos) events->emplace_back(what);
+    return one.allgather(mine);
+  }
+  std::uint64_t sum(std::uint64_t v) const noexcept { return v; }
+  double broadcast(double v) const noexcept { return v; }
+  std::uint32_t broadcast(std::uint32_t v) const noexcept { return v; }
+  void ordered_sum(std::span<float> f, std::span<double> d, const std::function<void()>& add) const { one.ordered_sum(f, d, add); }
+  void agree(std::string_view) const noexcept {}
+  void finish() const noexcept {}
+};
+static_assert(sp::process_group<posing_group>);
+}  // namespace
+
+TEST_CASE("trainer: several processes gather the losses at evaluations and checkpoints only, to the same bits",
+          "[train]") {
+  const std::string dir_one = temp_dir("losses-one"), dir_two = temp_dir("losses-two");
+  auto o = options(23);
+  o.eval_every = 5;        // rounds 5, 10, 15, 20 and the last, 23
+  o.checkpoint_every = 7;  // rounds 7, 14, 21: not evaluations
+  std::vector<sp::round_status> one_st, two_st;
+  std::vector<std::string> events;
+  auto run = [&](auto& group, const std::string& dir, std::vector<sp::round_status>& seen) {
+    auto alg = make_sp();
+    tf::backend be(6, 0, 6);
+    auto oo = o;
+    oo.checkpoint_dir = dir;
+    sp::trainer_callbacks cb;
+    cb.guard = sp::default_divergence_guard;
+    cb.progress = [&](const sp::round_status& s) {
+      seen.push_back(s);
+      events.push_back("progress " + std::to_string(s.round));
+    };
+    return sp::trainer<double, std::remove_reference_t<decltype(group)>>(group, settings(0.02), oo, be.hooks(), cb).run(alg);
+  };
+  sp::single_process one(6);
+  const auto a = run(one, dir_one, one_st);
+  events.clear();
+  posing_group two{sp::single_process(6), &events};
+  const auto b = run(two, dir_two, two_st);
+  check_same_result(b, a);
+  REQUIRE(one_st.size() == 23);
+  REQUIRE(two_st.size() == 23);
+  const std::vector<std::uint32_t> known = {5, 7, 10, 14, 15, 20, 21, 23};
+  std::vector<std::string> want;  // the gathers of losses, each before its round's progress
+  double stale = 0.0;
+  for (std::uint32_t r = 1; r <= 23; ++r) {
+    const auto& x = one_st[r - 1];
+    const auto& y = two_st[r - 1];
+    INFO("round " << r);
+    CHECK(x.loss_known);  // one process: every round
+    const bool k = std::find(known.begin(), known.end(), r) != known.end();
+    CHECK(y.loss_known == k);
+    if (k) {
+      CHECK(same_bits(y.loss, x.loss));
+      CHECK(same_bits(y.first_loss, one_st[0].loss));  // the first round's mean, gathered at round 5
+      stale = y.loss;
+      if (r == 5) want.emplace_back("the gather of the first round's losses");
+      want.emplace_back("the gather of the losses (at an evaluation or a checkpoint)");
+    } else {
+      CHECK(same_bits(y.loss, stale));  // the last known mean, 0 before the first
+      CHECK(same_bits(y.first_loss, r < 5 ? 0.0 : one_st[0].loss));
+    }
+    want.push_back("progress " + std::to_string(r));
+  }
+  CHECK(events == want);
+  CHECK(same_bits(b.first_loss, one_st[0].loss));
+  CHECK(std::filesystem::exists(sp::checkpoint_directory(dir_two).rank_file(21, 0)));
+  std::filesystem::remove_all(dir_one);
+  std::filesystem::remove_all(dir_two);
+}
+
+TEST_CASE("trainer: a negative first loss is the run's first loss", "[train]") {
+  sp::single_process group(6);
+  auto alg = make_sp();
+  tf::backend be(6, 0, 6);
+  auto hooks = be.hooks();
+  hooks.step = [inner = hooks.step](std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const double> x,
+                                    std::span<double> dir) { return -inner(w, i, t, x, dir); };  // a log-likelihood, say
+  std::vector<sp::round_status> seen;
+  sp::trainer_callbacks cb;
+  cb.progress = [&](const sp::round_status& s) { seen.push_back(s); };
+  const auto r = sp::trainer<double, sp::single_process>(group, settings(0.02), options(8), hooks, cb).run(alg);
+  REQUIRE(seen.size() == 8);
+  REQUIRE(seen[0].loss < 0);
+  CHECK(same_bits(r.first_loss, seen[0].loss));
+  CHECK(!same_bits(seen[7].loss, seen[0].loss));  // a later round's mean would differ
+  for (const auto& s : seen) CHECK(same_bits(s.first_loss, seen[0].loss));
 }
 
 TEST_CASE("trainer: CHOCO and centralized train through the trainer as through their oracle", "[train]") {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A rank that stops (SIGSTOP: alive, holding its connections, never answering) must not hang an
 # MPI run: the other ranks give up after --mpi-timeout, wherever they wait (an envelope, the
-# per-round loss gather, the evaluation's sums), name the timeout, and the job ends non-zero.
+# gather of the losses, the evaluation's sums), name the timeout, and the job ends non-zero.
 # Usage: stop_rank.sh RANK EXE DIR MPIEXEC [MPIEXEC FLAGS...]
 #   RANK: the rank to stop (of 3); EXE: sparsepush-train; DIR: scratch directory.
 set -uo pipefail

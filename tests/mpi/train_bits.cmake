@@ -7,8 +7,8 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/../run_or_fail.cmake)
 run(${TRAIN} ${ARGS} --summary ${WORK_DIR}/inprocess.json)
 file(READ ${WORK_DIR}/inprocess.json ref)
-set(fields avg_test_accuracy averaged_model_test_accuracy param_divergence bytes_sent_total comm_ratio rounds
-    messages_dropped weight_mass)
+set(fields avg_test_accuracy averaged_model_test_accuracy param_divergence first_loss loss bytes_sent_total comm_ratio
+    rounds messages_dropped weight_mass)
 if(NOT DEFINED NPS)
   set(NPS 1 2 3 4)
 endif()

@@ -1,5 +1,5 @@
 # sparsepush-train --transport mpi with one rank stopped (SIGSTOP) mid-run: the others give up
-# after --mpi-timeout wherever they wait (an envelope, the per-round loss gather, an evaluation's
+# after --mpi-timeout wherever they wait (an envelope, the gather of the losses, an evaluation's
 # sums), name the timeout, and the job ends non-zero instead of hanging. Included from
 # examples/CMakeLists.txt, where sparsepush-train is a target and the MPI launcher is known.
 foreach(stopped IN ITEMS 0 1)

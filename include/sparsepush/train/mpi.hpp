@@ -65,7 +65,7 @@ class mpi_process_group {
 
   /// Every node's value in node order. `what` names the gather in a timeout's message.
   std::vector<double> allgather(std::span<const double> mine,
-                                std::string_view what = "the gather of one value per node (the per-round loss gather, "
+                                std::string_view what = "the gather of one value per node (the losses, "
                                                         "or an evaluation's accuracies, norms or weights)") const {
     if (mine.size() != local_nodes())
       throw size_error("allgather: " + std::to_string(mine.size()) + " values for the " +

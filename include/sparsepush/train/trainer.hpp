@@ -6,6 +6,8 @@
 // train_result is the uninterrupted run's in every field but resumed_at, the times and
 // state_bytes_per_node, the capacity of buffers that grow with the rounds run). What a
 // front end decides (when to stop a diverging run, what to print) comes in as callbacks.
+// Over more than one process no collective runs inside a round: the mean loss is gathered only
+// at evaluations and checkpoints, where the processes meet anyway (round_status::loss_known).
 #pragma once
 
 #include <chrono>
@@ -18,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -78,11 +81,23 @@ struct trainer_options {
 };
 
 /// Where a run stands after a round; the metrics are those of the last evaluation.
+///
+/// The mean loss needs every node's loss. One process has them after every round; a group of
+/// several processes would need a collective per round for them, a barrier that sets every rank
+/// to the slowest one's pace, so it gathers them only at the rounds where the processes meet
+/// anyway: evaluations (the last round is one) and checkpoints. `loss_known` says which.
 struct round_status {
   std::uint32_t round = 0;      ///< rounds done (t + 1)
   std::uint32_t rounds = 0;
-  double loss = 0.0;            ///< mean minibatch loss over every node this round
-  double first_loss = 0.0;      ///< the run's first mean loss
+  /// mean minibatch loss over every node in this round when loss_known; otherwise the last mean
+  /// known (0 before the first), the same on every process
+  double loss = 0.0;
+  /// the run's first mean loss (of its first round, gathered with the first known loss); valid
+  /// whenever loss_known is, 0 before
+  double first_loss = 0.0;
+  /// `loss` is this round's mean over every node: every round in one process; over more than one
+  /// process, at evaluations and checkpoints only
+  bool loss_known = false;
   bool evaluated = false;       ///< the metrics below are from this round
   evaluation eval;
   round_report report;          ///< bytes over every process (at the last evaluation)
@@ -93,7 +108,8 @@ struct round_status {
 /// What the front end hooks into the loop.
 struct trainer_callbacks {
   /// After every round: a reason to stop (the run ends as diverged), or nothing. Under MPI every
-  /// process sees the same status, so every process decides alike.
+  /// process sees the same status, so every process decides alike; its loss is this round's only
+  /// where loss_known (over several processes: at evaluations and checkpoints).
   std::function<std::optional<std::string>(const round_status&)> guard;
   /// After every round (and the guard): progress, logs.
   std::function<void(const round_status&)> progress;
@@ -113,6 +129,8 @@ struct train_result {
   std::string reason;                 ///< the guard's reason when diverged
   std::uint32_t resumed_at = 0;       ///< the round the run started at
   std::uint32_t rounds_done = 0;
+  /// the run's first and last mean loss (the last known: a run the guard stopped between the
+  /// gathers of several processes reports the one before; first_loss is 0 if none was gathered)
   double first_loss = 0.0, loss = 0.0;
   evaluation eval;                    ///< the last evaluation
   round_report report;                ///< bytes of every process at the last evaluation
@@ -127,15 +145,16 @@ struct train_result {
 };
 
 /// The stop a guard can give for the usual failure: a mean loss that is not finite or grew past
-/// 10 x its first value + 10, or (at an evaluation) a divergence not finite or past 1e6.
-/// The guard is asked after the round's loss and again after an evaluation.
+/// 10 x its first value + 10 (on rounds whose loss is known: every round in one process, the
+/// evaluations and checkpoints over several), or (at an evaluation) a divergence not finite or
+/// past 1e6. The guard is asked after the round's loss and again after an evaluation.
 inline std::optional<std::string> default_divergence_guard(const round_status& s) {
   auto g = [](double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", v);
     return std::string(buf);
   };
-  if (!std::isfinite(s.loss) || s.loss > 10 * s.first_loss + 10)
+  if (s.loss_known && (!std::isfinite(s.loss) || s.loss > 10 * s.first_loss + 10))
     return "training diverged at round " + std::to_string(s.round - 1) + " (mean loss " + g(s.loss) +
            ", started at " + g(s.first_loss) + ")";
   if (s.evaluated && (!std::isfinite(s.report.parameter_divergence) || s.report.parameter_divergence > 1e6))
@@ -226,19 +245,21 @@ class trainer {
       const auto r0 = clock::now();
       step(alg, t, opt_.lr(std::min(t, opt_.train_rounds - 1)));
       train_seconds_ += std::chrono::duration<double>(clock::now() - r0).count();
-      double loss = 0;
-      for (const double l : detail::allgather(*group_, last_loss_, "the per-round loss gather"))
-        loss += l / static_cast<double>(group_->total_nodes());
-      if (first_loss_ < 0) first_loss_ = loss;
       const bool last = t + 1 == opt_.rounds;
+      const bool evaluates = (t + 1) % opt_.eval_every == 0 || last;
+      const bool checkpoints = !opt_.checkpoint_dir.empty() && (t + 1) % opt_.checkpoint_every == 0 && t + 1 < opt_.rounds;
+      // one process knows every loss; several gather them only where they meet anyway (no
+      // collective inside a round), keeping the first round's until then
+      st.loss_known = group_->ranks() == 1 || evaluates || checkpoints;
+      if (!st.loss_known && !have_first_ && first_losses_.empty()) first_losses_ = last_loss_;
+      if (st.loss_known) st.loss = gathered_loss();
       st.round = t + 1;
-      st.loss = loss;
-      st.first_loss = first_loss_;
+      st.first_loss = first_loss_;  // 0 until known
       st.evaluated = false;
       st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
       res.rounds_done = t + 1;
       if (stopped(st, res)) break;  // a diverged loss stops the run before its evaluation
-      if ((t + 1) % opt_.eval_every == 0 || last) {
+      if (evaluates) {
         st.evaluated = true;
         const auto e0 = clock::now();
         st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
@@ -252,7 +273,7 @@ class trainer {
       if (st.evaluated && stopped(st, res)) break;
       st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
       if (cb_.progress) cb_.progress(st);
-      if (!opt_.checkpoint_dir.empty() && (t + 1) % opt_.checkpoint_every == 0 && t + 1 < opt_.rounds) {
+      if (checkpoints) {
         if (cb_.before_checkpoint) cb_.before_checkpoint(t + 1);
         save(alg, t + 1, ckpt_prev);
         ckpt_prev = t + 1;
@@ -290,6 +311,28 @@ class trainer {
   /// predecessor, is named in the refusal, never misread.
   static constexpr const char* section_tag = "TRN2";
   static constexpr const char* old_section_tag = "TRNR";
+
+  /// Collective: the mean of this round's losses over every node (summed in node order, the bits
+  /// of one process); the run's first mean loss too, from the first round's losses kept since
+  /// that round when this is a later one.
+  double gathered_loss() {
+    auto mean = [this](std::span<const double> mine, std::string_view what) {
+      double loss = 0;
+      for (const double l : detail::allgather(*group_, mine, what)) loss += l / static_cast<double>(group_->total_nodes());
+      return loss;
+    };
+    if (!first_losses_.empty()) {
+      first_loss_ = mean(first_losses_, "the gather of the first round's losses");
+      have_first_ = true;
+      first_losses_ = {};
+    }
+    const double loss = mean(last_loss_, "the gather of the losses (at an evaluation or a checkpoint)");
+    if (!have_first_) {
+      first_loss_ = loss;
+      have_first_ = true;
+    }
+    return loss;
+  }
 
   /// Ask the guard; a reason ends the run as diverged.
   bool stopped(const round_status& st, train_result& res) const {
@@ -393,7 +436,7 @@ class trainer {
     w.u32(static_cast<std::uint32_t>(group_->ranks()));
     w.u64(group_->first_node());
     w.u64(group_->local_nodes());
-    w.f64(first_loss_);
+    w.f64(first_loss_);  // known: a checkpoint's round gathers the losses
     w.f64(train_seconds_);
     w.f64(eval_seconds_);
     w.u32(bytes_at_training_end_ ? 1u : 0u);
@@ -471,6 +514,7 @@ class trainer {
     r.done();
     return [this, round, fl, ts, es, has_bytes, bytes_then, ll = std::move(ll), apply_backend = std::move(apply_backend)] {
       first_loss_ = fl;
+      have_first_ = true;
       train_seconds_ = ts;
       eval_seconds_ = es;
       // the bytes before this run's first round without local step, when the checkpoint is past it
@@ -490,8 +534,10 @@ class trainer {
   std::uint32_t start_ = 0;
   bool same_dir_ = false;                  ///< checkpoints go to the directory resumed from
   checkpoint_lock ckpt_lock_, resume_lock_;  ///< rank 0's, from start_round() to the end of run()
-  std::vector<double> last_loss_;
-  double first_loss_ = -1.0;
+  std::vector<double> last_loss_;          ///< this process's nodes' losses of their last local step
+  std::vector<double> first_losses_;       ///< the first round's, until they are gathered (several processes)
+  double first_loss_ = 0.0;
+  bool have_first_ = false;                ///< first_loss_ is the run's (gathered, or from the checkpoint)
   double train_seconds_ = 0.0, eval_seconds_ = 0.0;
   std::optional<std::uint64_t> bytes_at_training_end_;  ///< over every process, at round train_rounds
   std::vector<std::vector<T>> xh_;        ///< xh_i, one per worker thread
