@@ -130,6 +130,17 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
                  "NODES:FACTOR (repeatable): make nodes NODES (a node, e.g. 3, or a range, e.g. 12-15) take FACTOR (> 1, at "
                  "most 1000) times as long per local step: each sleeps (FACTOR - 1) x its measured compute time; the "
                  "results do not change");
+  app.add_option("--staleness", c.staleness,
+                 "how long a node waits for its in-neighbours: 0 (lockstep), N (mix what has arrived, wait only for the "
+                 "envelopes of rounds <= t - N) or inf (asynchronous: never wait; over MPI training ends when the "
+                 "nodes together took nodes x rounds local steps)")->capture_default_str();
+  app.add_flag("--overlap", c.overlap, "mix exactly the previous round's envelopes, so that sends travel while the next "
+               "gradient is computed (deterministic: the same results in process and over MPI)");
+  app.add_option("--max-delay", c.max_delay,
+                 "in-process runs with --staleness N or inf: the seeded delay model, each envelope arrives 0 to this many "
+                 "rounds late (default: N; 4 for inf)")->check(whole(0, 65535));
+  app.add_option("--jitter", c.jitter, "each local step takes U[1, F] times its compute time (seeded per node and round; "
+                 "the results do not change); 1: none")->check(real(1, 1000))->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -308,6 +319,29 @@ void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) 
   }
   if (c.checkpoint.empty()) c.checkpoint = c.resume;  // --resume DIR continues there (the trainer creates --checkpoint)
   c.stragglers = parse_stragglers(c.straggler_specs, c.nodes);
+  // the waiting policy (sp, scsp, sgp and their configurations; lockstep by default)
+  if (c.overlap && app.count("--staleness") > 0)
+    throw sp::config_error("--overlap and --staleness " + c.staleness + " are two waiting policies: give one");
+  c.policy = c.overlap ? sp::wait_policy::overlap() : sp::parse_staleness(c.staleness);
+  if (!c.policy.lockstep() && c.algorithm == "choco")
+    throw sp::config_error("--algorithm choco runs lockstep rounds only: its nodes keep copies of their neighbours' models, "
+                           "which need every message in order (drop " + std::string(c.overlap ? "--overlap" : "--staleness " + c.staleness) + ")");
+  if (!c.policy.lockstep() && centralized)
+    throw sp::config_error("--algorithm centralized sends no messages: it has no waiting policy (drop " +
+                           std::string(c.overlap ? "--overlap" : "--staleness " + c.staleness) + ")");
+  const bool delays = c.policy.kind == sp::wait_kind::bounded || c.policy.kind == sp::wait_kind::asynchronous;
+  if (app.count("--max-delay") > 0) {
+    if (mpi) throw sp::config_error("--max-delay is the in-process delay model; over MPI (--transport mpi) the delays are the network's own");
+    if (!delays)
+      throw sp::config_error("--max-delay sets the delays of --staleness N or inf; " +
+                             std::string(c.overlap ? "--overlap mixes exactly the previous round whatever the delays"
+                                                   : "lockstep rounds have none"));
+    if (c.policy.kind == sp::wait_kind::bounded && c.max_delay > c.policy.tau)
+      throw sp::config_error("--max-delay " + std::to_string(c.max_delay) + " exceeds --staleness " + c.staleness +
+                             ": a node must have every envelope of rounds <= t - " + c.staleness + ", which a longer delay would hide");
+  } else {
+    c.max_delay = mpi || !delays ? 0 : c.policy.kind == sp::wait_kind::bounded ? c.policy.tau : 4;
+  }
 }
 
 /// What the run is made of, worked out from the options and the data before any collective (a
@@ -347,6 +381,24 @@ run_plan plan_run(const train_config& c, const sp::fashion_mnist& fm) {
   if (c.warmup > p.train_rounds)
     throw sp::config_error("--warmup " + std::to_string(c.warmup) + " is longer than the " + std::to_string(p.train_rounds) + " training rounds");
   return p;
+}
+
+/// --jitter's draw for node i's step of round t: uniform in [0, 1), a pure function of (seed, i,
+/// t) (splitmix64), so that every run, transport and thread count slows the same steps alike.
+double jitter_draw(std::uint64_t seed, std::uint32_t i, std::uint32_t t) {
+  std::uint64_t z = seed ^ (std::uint64_t{i} << 32 | t) ^ 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1p-53;
+}
+
+/// The header line's note of the waiting policy ("" in lockstep).
+std::string policy_text(const train_config& c) {
+  if (c.policy.lockstep()) return "";
+  std::string out = "; policy " + sp::to_string(c.policy);
+  if (c.max_delay > 0) out += " (in-process delays of 0 to " + std::to_string(c.max_delay) + " rounds)";
+  return out;
 }
 
 /// The header line's note of --straggler ("", or "; stragglers: node 3 x3, nodes 12-15 x2.5").
@@ -404,9 +456,11 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
     const double loss = net.loss_and_grad(model, s.images.data(), s.labels.data(), c.batch, s.grad, s.ws,
                                           sp::nn::quantization{c.bits, c.seed, i, t});  // bits 0: full precision
     opt.direction(s.grad, model, velocity[i - first], dir);
-    if (slowdown[i] > 1) {  // a straggler: the step takes factor x its compute time, on the calling thread
+    // a straggler (and --jitter): the step takes factor x its compute time, on the calling thread
+    const double factor = slowdown[i] * (c.jitter > 1 ? 1 + (c.jitter - 1) * jitter_draw(c.seed, i, t) : 1.0);
+    if (factor > 1) {
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
-      std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(took * (slowdown[i] - 1)));
+      std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(took * (factor - 1)));
     }
     return loss;
   };
@@ -488,9 +542,9 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   resume_round = tr.start_round();
   if (root) {
     std::printf("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu parameters), "
-                "%s %g, %u rounds (%.2f epochs) of batch %zu%s\n", c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(),
+                "%s %g, %u rounds (%.2f epochs) of batch %zu%s%s\n", c.algorithm.c_str(), n, c.schedule.c_str(), c.compressor.c_str(),
                 c.eta, c.model.c_str(), d, c.dirichlet > 0 ? "dirichlet" : "skew", c.dirichlet > 0 ? c.dirichlet : c.skew, rounds, epochs, c.batch,
-                stragglers_text(c.stragglers).c_str());
+                policy_text(c).c_str(), stragglers_text(c.stragglers).c_str());
     if (scsp) {
       std::printf("sparsepush-train: SCSP's last %u rounds gossip with %s, eta %g", final_rounds, c.final_compressor.c_str(), c.final_eta);
       const auto v = sp::whole_model_values(final_comp).value_or(sp::value_encoding::native);
@@ -535,8 +589,10 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
     const auto phases = scsp ? sp::scsp_phases(comp, c.eta, train_rounds, final_comp, c.final_eta, final_rounds)
                              : sp::sparse_push_phases(comp, c.eta);
     const sp::sparse_push_options so{.threads = c.threads, .seed = c.seed,
-                                     .network = {.drop_probability = c.drop_probability, .seed = c.seed},
-                                     .recovery = c.loss_recovery == "ack" ? sp::loss_recovery::acknowledged : sp::loss_recovery::none};
+                                     .network = {.drop_probability = c.drop_probability, .seed = c.seed,
+                                                 .max_delay = static_cast<std::uint32_t>(c.max_delay)},
+                                     .recovery = c.loss_recovery == "ack" ? sp::loss_recovery::acknowledged : sp::loss_recovery::none,
+                                     .policy = c.policy};
     std::apply([&](auto&... on) {
       sp::sparse_push<float, alg_args, sp::any_schedule, net_t> alg(std::move(x0), sched, phases, on..., so);
       res = tr.run(alg);
@@ -687,7 +743,8 @@ int main(int argc, char** argv) {
 #ifdef SPARSEPUSH_HAS_MPI
     if (mpi) {
       sp::mpi_network mpi_net(MPI_COMM_WORLD, c.nodes,
-                              sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000)), c.drop_probability, c.seed});
+                              sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000)), c.drop_probability, c.seed,
+                                              c.policy});
       sp::mpi_process_group group(mpi_net);
       return run(c, plan, *fm, *net, group, &mpi_net, t_start);
     }

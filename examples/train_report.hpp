@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include <sparsepush/data/idx.hpp>
 #include <sparsepush/nn/model.hpp>
+#include <sparsepush/gossip/policy.hpp>
 #include <sparsepush/train/settings.hpp>
 #include <sparsepush/train/trainer.hpp>
 
@@ -72,6 +74,11 @@ struct train_config {
   std::uint32_t checkpoint_every = 0;  // 0: at every evaluation
   std::vector<std::string> straggler_specs;  // --straggler, as given
   std::vector<straggler> stragglers;         // the same, checked against --nodes
+  std::string staleness = "0";               // --staleness 0 (lockstep), N or inf (asynchronous)
+  bool overlap = false;                      // --overlap
+  sparsepush::wait_policy policy{};          // the two above, checked
+  std::int64_t max_delay = -1;               // --max-delay; -1: the default (see check())
+  double jitter = 1;                         // --jitter F: each local step x U[1, F] (1: none)
 };
 
 /// Everything the nodes compute with: what every MPI rank must agree on and what a checkpoint
@@ -89,6 +96,10 @@ sparsepush::run_settings settings_of(const train_config& c, std::size_t n, std::
   s.add("drop", c.drop_probability).add("recovery", c.loss_recovery).add("eval_every", c.eval_every);
   s.add("eval_samples", c.eval_samples);
   if (c.bits) s.add("bits", c.bits);  // full precision adds nothing
+  // lockstep adds nothing (its fingerprint is the one of earlier versions); a deferred policy and
+  // the in-process delay model change the numbers
+  if (!c.policy.lockstep()) s.add("policy", sparsepush::to_string(c.policy));
+  if (c.max_delay > 0) s.add("max_delay", c.max_delay);
   return s;
 }
 
@@ -142,6 +153,17 @@ class train_log {
   train_outputs::output_file f_;
   std::string error_;
 };
+
+/// Every node's local steps as {"min", "max", "histogram": [{"steps": s, "nodes": k}, ...]}
+/// (ascending steps), or null when there are none.
+inline nlohmann::json steps_json(const std::vector<std::uint64_t>& steps) {
+  if (steps.empty()) return nullptr;
+  std::map<std::uint64_t, std::size_t> count;
+  for (const auto v : steps) ++count[v];
+  nlohmann::json hist = nlohmann::json::array();
+  for (const auto& [v, k] : count) hist.push_back({{"steps", v}, {"nodes", k}});
+  return {{"min", count.begin()->first}, {"max", count.rbegin()->first}, {"histogram", hist}};
+}
 
 /// The JSON summary of a finished run.
 inline nlohmann::json summary_json(const train_config& c, const sparsepush::train_result& r,
@@ -199,6 +221,12 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
           {"transport", c.transport},
           {"ranks", ranks},
           {"straggler", slow},
+          {"jitter", c.jitter > 1 ? json(c.jitter) : json(nullptr)},
+          {"policy", graph ? json(sparsepush::to_string(c.policy)) : json(nullptr)},
+          {"max_delay", c.max_delay > 0 ? json(c.max_delay) : json(nullptr)},
+          {"steps_per_node", steps_json(r.steps_per_node)},
+          {"max_staleness", r.max_staleness},
+          {"wait_seconds_per_rank", r.wait_seconds_per_rank},
           {"wall_seconds", wall},
           {"train_seconds", r.train_seconds},
           {"eval_seconds", r.eval_seconds},

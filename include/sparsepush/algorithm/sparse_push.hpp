@@ -149,8 +149,10 @@ class sparse_push {
   /// Whether envelopes may be in flight (a deferred round ran since the last drain).
   bool in_flight() const noexcept { return group_.in_flight(); }
   const wait_policy& policy() const noexcept { return group_.policy(); }
-  /// After a drain, the round every node continues at (push_sum_group::common_round).
+  /// After a drain, the round every node can continue at (push_sum_group::common_round).
   std::uint32_t common_round() const noexcept { return group_.common_round(); }
+  /// After a drain, every node continues at `round` (push_sum_group::continue_at; every process).
+  void continue_at(std::uint32_t round) { group_.continue_at(round); }
   /// Seconds this process's rounds spent receiving (push_sum_group::wait_seconds).
   double wait_seconds() const noexcept { return group_.wait_seconds(); }
   /// The largest staleness mixed by this process's nodes (receiver's round - sender's round).

@@ -256,6 +256,21 @@ class push_sum_group {
   /// posted): where rounds that every node must run alike (SCSP's final gossip after
   /// asynchronous training, whose nodes ran different round counts) continue.
   std::uint32_t common_round() const noexcept { return common_round_; }
+  /// After a drain, every node of the run continues at round `round` (>= common_round(); the
+  /// caller makes every process do the same): the rounds a slower node skips are never sent, so
+  /// nothing of rounds before `round` is awaited any more. Not needed where every node ran the
+  /// same rounds (one process).
+  void continue_at(std::uint32_t round) {
+    if (undrained_) throw config_error("continue_at(" + std::to_string(round) + "): envelopes are in flight: drain() first");
+    if (round < common_round_)
+      throw config_error("continue_at(" + std::to_string(round) + "): a node of the run posted round " +
+                         std::to_string(common_round_ - 1) + " already");
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      std::erase_if(expected_[i], [round](const awaited& a) { return a.round < round; });
+      std::erase_if(early_[i], [round](const awaited& a) { return a.round < round; });
+    }
+    next_round_ = round;
+  }
   /// The envelopes local node i still expects (sent to it in rounds it has run, not yet mixed).
   std::span<const awaited> expected(std::size_t i) const { return expected_.at(i); }
 
@@ -279,25 +294,39 @@ class push_sum_group {
                        std::to_string(total_));
     std::uint32_t last = 0;
     for (const auto p : posted) last = std::max(last, p);
-    // the envelopes sent in rounds this process has not run (its peers ran ahead) are expected too
+    // the envelopes sent in rounds this process has not run (its peers ran ahead) are expected too;
+    // once mixed they go on the early list, so that the node does not expect them again when it
+    // runs those rounds itself
+    ahead_.assign(n, {});
     for (std::size_t i = 0; i < n; ++i) {
       const auto me = static_cast<std::uint32_t>(first + i);
       for (std::uint32_t s = next_round_; s < last; ++s) {
         in_edges_of(sched, s, me, drain_rows_);
         for (const auto& e : drain_rows_)
-          if (e.from != me && s < posted[e.from] && !lost_on(net, {.round = s, .from = e.from, .to = me}))
-            expect(i, {s, e.from});
+          if (e.from != me && s < posted[e.from] && !lost_on(net, {.round = s, .from = e.from, .to = me})) {
+            const awaited a{s, e.from};
+            if (std::find(early_[i].begin(), early_[i].end(), a) != early_[i].end()) continue;  // mixed already
+            expected_[i].push_back(a);
+            ahead_[i].push_back(a);
+          }
       }
     }
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < n; ++i) {
       auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-      nodes_[i].take(ep, all_rounds, all_rounds, expected_[i], expected_[i]);
+      // what was posted (a node behind may not have sent what this one expects from it yet: that
+      // stays expected, and is mixed when it comes)
+      must_.clear();
+      for (const auto& a : expected_[i])
+        if (a.round < posted[a.from]) must_.push_back(a);
+      nodes_[i].take(ep, all_rounds, all_rounds, must_, expected_[i]);
       settle(sched, i, all_rounds, "the drain");
-      if (!expected_[i].empty() || !early_[i].empty())
-        throw transport_error("drain: node " + std::to_string(first + i) + " still misses " +
-                              std::to_string(expected_[i].size()) + " envelope(s) after its take, or got " +
-                              std::to_string(early_[i].size()) + " of rounds no node posted");
+      for (const auto& a : expected_[i])
+        if (a.round < posted[a.from])
+          throw transport_error("drain: node " + std::to_string(first + i) + " still misses node " +
+                                std::to_string(a.from) + "'s envelope of round " + std::to_string(a.round) +
+                                " after its take");
+      early_[i].insert(early_[i].end(), ahead_[i].begin(), ahead_[i].end());
     }
     wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
@@ -512,6 +541,7 @@ class push_sum_group {
   // deferred rounds
   std::vector<std::vector<awaited>> expected_;  ///< per node: envelopes sent to it, not yet mixed
   std::vector<std::vector<awaited>> early_;     ///< per node: mixed before its round came (asynchronous)
+  std::vector<std::vector<awaited>> ahead_;     ///< drain(): the envelopes of rounds the node has not run
   std::vector<awaited> must_;                   ///< take()'s must list (scratch)
   std::vector<in_edge> drain_rows_;
   std::vector<std::uint32_t> mine_;

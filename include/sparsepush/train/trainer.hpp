@@ -29,6 +29,7 @@
 #include "evaluate.hpp"
 #include "process_group.hpp"
 #include "settings.hpp"
+#include "../gossip/policy.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -142,6 +143,15 @@ struct train_result {
   std::size_t state_bytes_per_node = 0;
   double train_seconds = 0.0;         ///< inside rounds (carried over a resume)
   double eval_seconds = 0.0;          ///< inside evaluations (carried over a resume)
+  /// Every node's count of local steps, in node order (carried over a resume). Lockstep: the
+  /// training rounds; the asynchronous policy over several processes: each node's own count,
+  /// which together make n x the training rounds (the global step budget) or a little more.
+  std::vector<std::uint64_t> steps_per_node;
+  /// The largest staleness mixed by any node (receiver's round - sender's round; 0 in lockstep).
+  std::uint32_t max_staleness = 0;
+  /// Seconds each process's rounds spent receiving (waiting for envelopes and decoding them), by
+  /// rank (not carried over a resume, as the times).
+  std::vector<double> wait_seconds_per_rank;
 };
 
 /// The stop a guard can give for the usual failure: a mean loss that is not finite or grew past
@@ -237,48 +247,28 @@ class trainer {
     std::uint32_t ckpt_prev = res.resumed_at;
     round_status st;
     st.rounds = opt_.rounds;
-    for (std::uint32_t t = res.resumed_at; t < opt_.rounds; ++t) {
+    if (steps_.size() != ln) steps_.assign(ln, 0);
+    std::uint32_t first_round = res.resumed_at;
+    // the asynchronous policy over several processes: training runs on the global step budget,
+    // each process at its own pace; the rounds after it (SCSP's final gossip) continue below
+    if (asynchronous(alg) && group_->ranks() > 1 && res.resumed_at < opt_.train_rounds) {
+      run_asynchronous(alg, res, st, ckpt_prev);
+      first_round = opt_.train_rounds;
+    }
+    for (std::uint32_t t = first_round; t < opt_.rounds && !res.diverged; ++t) {
       if (t == opt_.train_rounds) {  // the first round without local step
         if (be_.training_ended) be_.training_ended();
         bytes_at_training_end_ = detail::sum(*group_, alg.bytes_sent(), "the sum of the bytes sent before the final rounds");
       }
       const auto r0 = clock::now();
-      step(alg, t, opt_.lr(std::min(t, opt_.train_rounds - 1)));
+      step(alg, t + round_offset_, t, opt_.lr(std::min(t, opt_.train_rounds - 1)));
       train_seconds_ += std::chrono::duration<double>(clock::now() - r0).count();
       const bool last = t + 1 == opt_.rounds;
       const bool evaluates = (t + 1) % opt_.eval_every == 0 || last;
       const bool checkpoints = !opt_.checkpoint_dir.empty() && (t + 1) % opt_.checkpoint_every == 0 && t + 1 < opt_.rounds;
-      // one process knows every loss; several gather them only where they meet anyway (no
-      // collective inside a round), keeping the first round's until then
-      st.loss_known = group_->ranks() == 1 || evaluates || checkpoints;
-      if (!st.loss_known && !have_first_ && first_losses_.empty()) first_losses_ = last_loss_;
-      if (st.loss_known) st.loss = gathered_loss();
-      st.round = t + 1;
-      st.first_loss = first_loss_;  // 0 until known
-      st.evaluated = false;
-      st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
-      res.rounds_done = t + 1;
-      if (stopped(st, res)) break;  // a diverged loss stops the run before its evaluation
-      if (evaluates) {
-        st.evaluated = true;
-        const auto e0 = clock::now();
-        st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
-                              [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); });
-        eval_seconds_ += std::chrono::duration<double>(clock::now() - e0).count();
-        st.report = detail::report_over(alg, t, st.eval.parameter_divergence, *group_);
-        st.bytes_now = st.report.bytes_sent;
-      } else if (group_->ranks() == 1) {
-        st.bytes_now = alg.bytes_sent();
-      }
-      if (st.evaluated && stopped(st, res)) break;
-      st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
-      if (cb_.progress) cb_.progress(st);
-      if (checkpoints) {
-        if (cb_.before_checkpoint) cb_.before_checkpoint(t + 1);
-        save(alg, t + 1, ckpt_prev);
-        ckpt_prev = t + 1;
-      }
+      if (!after_round(alg, t, evaluates, checkpoints, last, st, res, ckpt_prev)) break;
     }
+    if (!res.diverged) drain(alg);  // the end: nothing in flight
     group_->finish();
     res.first_loss = first_loss_;
     res.loss = st.loss;
@@ -301,6 +291,7 @@ class trainer {
     res.state_bytes_per_node = alg.state_bytes(0);
     res.train_seconds = train_seconds_;
     res.eval_seconds = eval_seconds_;
+    gather_pace(alg, res);
     return res;
   }
 
@@ -311,6 +302,153 @@ class trainer {
   /// predecessor, is named in the refusal, never misread.
   static constexpr const char* section_tag = "TRN2";
   static constexpr const char* old_section_tag = "TRNR";
+  /// The section a deferred policy adds to a rank file: this process's next round, the offset of
+  /// the rounds after training, and its nodes' step counts.
+  static constexpr const char* async_section_tag = "ASYN";
+
+  template <class A>
+  static bool deferred(const A& alg) {
+    if constexpr (requires { alg.policy().lockstep(); }) return !alg.policy().lockstep();
+    else return false;
+  }
+  template <class A>
+  static bool asynchronous(const A& alg) {
+    if constexpr (requires { alg.policy().kind; }) return alg.policy().kind == wait_kind::asynchronous;
+    else return false;
+  }
+  /// Mix every envelope in flight (a no-op in lockstep): before an evaluation, a checkpoint and
+  /// the end. Collective.
+  template <class A>
+  static void drain(A& alg) {
+    if constexpr (requires { alg.drain(); }) alg.drain();
+  }
+
+  /// What follows round `t`'s step (t: the phase round): the losses (gathered where the processes
+  /// meet anyway), the guard, an evaluation, the progress callback and a checkpoint. Returns false
+  /// when the guard stopped the run.
+  template <class A>
+  bool after_round(A& alg, std::uint32_t t, bool evaluates, bool checkpoints, bool last, round_status& st,
+                   train_result& res, std::uint32_t& ckpt_prev) {
+    using clock = std::chrono::steady_clock;
+    // one process knows every loss; several gather them only where they meet anyway (no
+    // collective inside a round), keeping the first round's until then
+    st.loss_known = group_->ranks() == 1 || evaluates || checkpoints;
+    if (!st.loss_known && !have_first_ && first_losses_.empty()) first_losses_ = last_loss_;
+    if (st.loss_known) st.loss = gathered_loss();
+    st.round = t + 1;
+    st.first_loss = first_loss_;  // 0 until known
+    st.evaluated = false;
+    st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
+    res.rounds_done = t + 1;
+    if (stopped(st, res)) return false;  // a diverged loss stops the run before its evaluation
+    if (evaluates) {
+      st.evaluated = true;
+      const auto e0 = clock::now();
+      drain(alg);  // the averaged model and the divergence of exact sums
+      st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
+                            [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); });
+      eval_seconds_ += std::chrono::duration<double>(clock::now() - e0).count();
+      st.report = detail::report_over(alg, t, st.eval.parameter_divergence, *group_);
+      st.bytes_now = st.report.bytes_sent;
+    } else if (group_->ranks() == 1) {
+      st.bytes_now = alg.bytes_sent();
+    }
+    if (st.evaluated && stopped(st, res)) return false;
+    st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
+    if (cb_.progress) cb_.progress(st);
+    if (checkpoints) {
+      if (cb_.before_checkpoint) cb_.before_checkpoint(t + 1);
+      save(alg, t + 1, ckpt_prev);
+      ckpt_prev = t + 1;
+    }
+    return true;
+  }
+
+  /// The asynchronous policy over several processes (ALGORITHMS.md, "unbounded"): each process
+  /// runs its own rounds, never waiting for the others, until the nodes together have taken
+  /// n x train_rounds local steps. The count travels in a nonblocking sum (start_sum/test_sum)
+  /// that a process starts after its round when none is pending and tests after every round: no
+  /// collective inside a round. Every process sees the same sequence of sums, so all decide alike
+  /// where the run evaluates (every eval_every x n steps), checkpoints (every checkpoint_every x n)
+  /// and ends; there they drain. The status's round is then the global count / n. A fast node
+  /// takes more steps over its shard, a slow one fewer; the learning rate follows each process's
+  /// own round. Afterwards every node continues at the same round (common_round) for the rounds
+  /// after training.
+  template <class A>
+  void run_asynchronous(A& alg, train_result& res, round_status& st, std::uint32_t& ckpt_prev) {
+    using clock = std::chrono::steady_clock;
+    const std::uint64_t n = group_->total_nodes(), ln = group_->local_nodes();
+    const std::uint64_t budget = n * opt_.train_rounds;
+    const std::uint64_t eval_steps = n * opt_.eval_every, ckpt_steps = n * opt_.checkpoint_every;
+    std::uint64_t mine = 0;
+    for (const auto s : steps_) mine += s;
+    std::uint32_t t = res.resumed_at > 0 ? async_round_ : 0;
+    std::uint64_t next_eval = (res.resumed_at / opt_.eval_every + 1) * eval_steps;
+    std::uint64_t next_ckpt = (res.resumed_at / opt_.checkpoint_every + 1) * ckpt_steps;
+    const bool final_rounds = opt_.rounds > opt_.train_rounds;
+    bool pending = false;
+    for (;;) {
+      const std::uint32_t pr = std::min(t, opt_.train_rounds - 1);
+      const auto r0 = clock::now();
+      step(alg, t, pr, opt_.lr(pr));
+      train_seconds_ += std::chrono::duration<double>(clock::now() - r0).count();
+      ++t;
+      mine += ln;
+      std::uint64_t g = 0;
+      if constexpr (requires(std::uint64_t& o) { group_->start_sum(mine); group_->test_sum(o); }) {
+        if (!pending) {
+          group_->start_sum(mine);
+          pending = true;
+        }
+        if (!group_->test_sum(g)) continue;
+        pending = false;
+      } else {  // a group without a nonblocking sum: a blocking one every round
+        g = detail::sum(*group_, mine, "the count of local steps");
+      }
+      const bool done = g >= budget;
+      const bool evaluates = done || g >= next_eval;
+      const bool checkpoints = !done && !opt_.checkpoint_dir.empty() && g >= next_ckpt;
+      if (!evaluates && !checkpoints) continue;
+      const auto mark = static_cast<std::uint32_t>(done ? opt_.train_rounds : std::min<std::uint64_t>(g / n, opt_.train_rounds - 1));
+      async_round_ = t;
+      drain(alg);  // also for a checkpoint alone: the status is the same on every process
+      if (!after_round(alg, mark - 1, evaluates, checkpoints, done && !final_rounds, st, res, ckpt_prev)) return;
+      next_eval = (g / eval_steps + 1) * eval_steps;
+      next_ckpt = (g / ckpt_steps + 1) * ckpt_steps;
+      if (done) break;
+    }
+    async_round_ = t;
+    // the rounds after training continue where every node can: the first round none has posted
+    if constexpr (requires { alg.continue_at(0u); }) {
+      const std::uint32_t at = alg.common_round();
+      alg.continue_at(at);
+      round_offset_ = at - opt_.train_rounds;
+    }
+  }
+
+  /// Every node's step count, the largest staleness and each process's receive time, gathered.
+  template <class A>
+  void gather_pace(const A& alg, train_result& res) {
+    const std::size_t ln = group_->local_nodes();
+    std::vector<double> v(ln);
+    for (std::size_t i = 0; i < ln; ++i) v[i] = static_cast<double>(steps_[i]);
+    res.steps_per_node.clear();
+    for (const double s : detail::allgather(*group_, v, "the gather of every node's step count"))
+      res.steps_per_node.push_back(static_cast<std::uint64_t>(s));
+    double stale = 0, wait = 0;
+    if constexpr (requires { alg.max_staleness(); }) stale = alg.max_staleness();
+    if constexpr (requires { alg.wait_seconds(); }) wait = alg.wait_seconds();
+    std::fill(v.begin(), v.end(), stale);
+    for (const double s : detail::allgather(*group_, v, "the gather of the largest staleness"))
+      res.max_staleness = std::max(res.max_staleness, static_cast<std::uint32_t>(s));
+    // the receive time by rank: each node reports its process's, and its rank
+    std::fill(v.begin(), v.end(), wait);
+    const auto waits = detail::allgather(*group_, v, "the gather of the receive times");
+    std::fill(v.begin(), v.end(), static_cast<double>(group_->rank()));
+    const auto ranks = detail::allgather(*group_, v, "the gather of the ranks of the nodes");
+    res.wait_seconds_per_rank.assign(static_cast<std::size_t>(group_->ranks()), 0.0);
+    for (std::size_t i = 0; i < ranks.size(); ++i) res.wait_seconds_per_rank.at(static_cast<std::size_t>(ranks[i])) = waits[i];
+  }
 
   /// Collective: the mean of this round's losses over every node (summed in node order, the bits
   /// of one process); the run's first mean loss too, from the first round's losses kept since
@@ -399,13 +537,23 @@ class trainer {
     return round;
   }
 
-  /// p_i at every node this process runs (on the algorithm's threads), then the round.
+  /// Round t (the schedule's round) of phase round `phase` (they differ only after asynchronous
+  /// training): p_i at every node this process runs (on the algorithm's threads), then the round.
+  /// Deferred rounds after training wait for every envelope (wait_all): a node must not run the
+  /// final gossip ahead of its peers.
   template <class A>
-  void step(A& alg, std::uint32_t t, double gamma) {
-    if (!alg.trains(t)) {
-      alg.round(t, std::span<const std::span<const T>>(), gamma);
+  void step(A& alg, std::uint32_t t, std::uint32_t phase, double gamma) {
+    auto round = [&](std::span<const std::span<const T>> dirs) {
+      if constexpr (requires { alg.round(t, dirs, gamma, phase, true); })
+        alg.round(t, dirs, gamma, phase, deferred(alg) && phase >= opt_.train_rounds);
+      else
+        alg.round(t, dirs, gamma);
+    };
+    if (!alg.trains(phase)) {
+      round(std::span<const std::span<const T>>());
       return;
     }
+    for (auto& s : steps_) ++s;
     const std::size_t d = alg.dim();
     if (xh_.size() < alg.workers()) xh_.resize(alg.workers());
     const std::uint32_t first = group_->first_node();
@@ -418,7 +566,7 @@ class trainer {
     views_.clear();
     for (std::size_t li = 0; li < alg.num_nodes(); ++li)
       views_.emplace_back(be_.direction(static_cast<std::uint32_t>(first + li)));
-    alg.round(t, std::span<const std::span<const T>>(views_), gamma);
+    round(std::span<const std::span<const T>>(views_));
   }
 
   /// This process's nodes after round next - 1: the trainer's own state, the backend's, the
@@ -426,7 +574,8 @@ class trainer {
   /// removes its files older than the previous checkpoint, except the round this run resumed
   /// from when it checkpoints into the directory it resumed from.
   template <class A>
-  void save(const A& alg, std::uint32_t next, std::uint32_t prev) {
+  void save(A& alg, std::uint32_t next, std::uint32_t prev) {
+    drain(alg);  // a checkpoint holds no envelope in flight
     const checkpoint_directory dir(opt_.checkpoint_dir);
     checkpoint_writer w;
     w.section(section_tag);
@@ -444,6 +593,12 @@ class trainer {
     w.values(std::span<const double>(last_loss_));
     if (be_.save) be_.save(w);
     alg.save(w);
+    if (deferred(alg)) {
+      w.section(async_section_tag);
+      w.u32(async_round_);
+      w.u32(round_offset_);
+      w.values(std::span<const std::uint64_t>(steps_));
+    }
     write_file_atomic(dir.rank_file(next, group_->rank()), w.finish());
     group_->agree("checkpoint round " + std::to_string(next));  // every rank's file is written
     if (group_->rank() == 0)
@@ -511,8 +666,22 @@ class trainer {
     if (be_.restore) apply_backend = be_.restore(r);
     alg.restore(r);  // checks everything before it changes anything
     alg_changed = true;
+    // the step counts: a deferred policy's own section; in lockstep every node took every
+    // training round
+    std::vector<std::uint64_t> steps(group_->local_nodes(), std::min(round, opt_.train_rounds));
+    std::uint32_t async_round = round, offset = 0;
+    if (deferred(alg)) {
+      r.section(async_section_tag);
+      async_round = r.u32("the process's next round");
+      offset = r.u32("the offset of the rounds after training");
+      r.values(std::span<std::uint64_t>(steps), "the nodes' step counts");
+    }
     r.done();
-    return [this, round, fl, ts, es, has_bytes, bytes_then, ll = std::move(ll), apply_backend = std::move(apply_backend)] {
+    return [this, round, fl, ts, es, has_bytes, bytes_then, ll = std::move(ll), apply_backend = std::move(apply_backend),
+            steps = std::move(steps), async_round, offset] {
+      steps_ = steps;
+      async_round_ = async_round;
+      round_offset_ = offset;
       first_loss_ = fl;
       have_first_ = true;
       train_seconds_ = ts;
@@ -540,6 +709,9 @@ class trainer {
   bool have_first_ = false;                ///< first_loss_ is the run's (gathered, or from the checkpoint)
   double train_seconds_ = 0.0, eval_seconds_ = 0.0;
   std::optional<std::uint64_t> bytes_at_training_end_;  ///< over every process, at round train_rounds
+  std::vector<std::uint64_t> steps_;      ///< local steps of this process's nodes
+  std::uint32_t async_round_ = 0;         ///< asynchronous training: this process's next round
+  std::uint32_t round_offset_ = 0;        ///< the schedule's round - the phase round (after asynchronous training)
   std::vector<std::vector<T>> xh_;        ///< xh_i, one per worker thread
   std::vector<std::span<const T>> views_;  ///< the directions handed to the round
 };
