@@ -96,6 +96,8 @@ const claim claims[] = {
     {"--mpi-timeout", R"(waits `--mpi-timeout` seconds \(default (\d+)\))", R"(\n *--mpi-timeout [^=\n]*=(\S+))"},
     {"--loss-recovery", R"(picks the variant \(default `(\w+)`;)", R"(\n *--loss-recovery [^=\n]*=(\S+))"},
     {"--drop-probability", R"(`--drop-probability` defaults to (\d+)\))", R"(\n *--drop-probability [^=\n]*=(\S+))"},
+    {"--staleness", R"(`--staleness (\d+)`, lockstep, is the default)", R"(\n *--staleness [^=\n]*=(\S+))"},
+    {"--jitter", R"(`--jitter F` \(default (\d+): none\))", R"(\n *--jitter [^=\n]*=(\S+))"},
     {"--checkpoint-every", R"(every `--checkpoint-every` rounds \((\d+), the\s+default)", R"(\n *--checkpoint-every [^=\n]*=(\S+))"},
 };
 
