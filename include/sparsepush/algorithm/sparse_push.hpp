@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -196,13 +197,15 @@ class sparse_push {
   }
   /// sum_i u_i over this process's nodes (n, for all nodes, while no mass is lost).
   double weight_mass() const noexcept { return group_.weight_mass(); }
-  /// Checkpoint this process's nodes (x, u, e) and its network's byte ledger (section "SPSH").
+  /// Checkpoint this process's nodes (x, u, e), its network's byte ledger and, under a deferred
+  /// policy, what its nodes still expect (push_sum_group::save_deferred) (section "SPSH").
   /// Call between rounds; the caller keeps the round number and its own state (data order,
   /// optimizer) beside it.
   void save(checkpoint_writer& w) const {
     w.section("SPSH");
     group_.save(w);
     net_->save(w);
+    if (!group_.policy().lockstep()) group_.save_deferred(w);  // what a deferred policy still expects
   }
   /// Restore what save() wrote: every node and the ledger, or (on a truncated, corrupted or
   /// mismatched checkpoint: checkpoint_error) nothing.
@@ -210,8 +213,11 @@ class sparse_push {
     r.section("SPSH");
     auto nodes = group_.read_state(r);
     auto ledger = net_->read_ledger(r);
+    std::optional<typename push_sum_group<tensor_type>::deferred_state> deferred;
+    if (!group_.policy().lockstep()) deferred = group_.read_deferred(r);
     group_.restore(nodes);
     net_->restore_ledger(std::move(ledger));
+    if (deferred) group_.restore_deferred(std::move(*deferred));
   }
 
   /// What the messages sent would cost as fp32 vectors: 4 d bytes each.

@@ -286,54 +286,54 @@ class push_sum_group {
     if constexpr (!deferred_network<Net>) {
       throw config_error("drain: this network runs lockstep rounds only (no take() or posted_rounds())");
     } else {
-    const std::size_t n = nodes_.size(), first = opt_.first_node;
-    mine_.assign(n, next_round_);
-    const std::vector<std::uint32_t> posted = net.posted_rounds(std::span<const std::uint32_t>(mine_));
-    if (posted.size() != total_)
-      throw size_error("drain: the network counts " + std::to_string(posted.size()) + " nodes, the group " +
-                       std::to_string(total_));
-    std::uint32_t last = 0;
-    for (const auto p : posted) last = std::max(last, p);
-    // the envelopes sent in rounds this process has not run (its peers ran ahead) are expected too;
-    // once mixed they go on the early list, so that the node does not expect them again when it
-    // runs those rounds itself
-    ahead_.assign(n, {});
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto me = static_cast<std::uint32_t>(first + i);
-      for (std::uint32_t s = next_round_; s < last; ++s) {
-        in_edges_of(sched, s, me, drain_rows_);
-        for (const auto& e : drain_rows_)
-          if (e.from != me && s < posted[e.from] && !lost_on(net, {.round = s, .from = e.from, .to = me})) {
-            const awaited a{s, e.from};
-            if (std::find(early_[i].begin(), early_[i].end(), a) != early_[i].end()) continue;  // mixed already
-            expected_[i].push_back(a);
-            ahead_[i].push_back(a);
-          }
+      const std::size_t n = nodes_.size(), first = opt_.first_node;
+      mine_.assign(n, next_round_);
+      const std::vector<std::uint32_t> posted = net.posted_rounds(std::span<const std::uint32_t>(mine_));
+      if (posted.size() != total_)
+        throw size_error("drain: the network counts " + std::to_string(posted.size()) + " nodes, the group " +
+                         std::to_string(total_));
+      std::uint32_t last = 0;
+      for (const auto p : posted) last = std::max(last, p);
+      // the envelopes sent in rounds this process has not run (its peers ran ahead) are expected too;
+      // once mixed they go on the early list, so that the node does not expect them again when it
+      // runs those rounds itself
+      ahead_.assign(n, {});
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto me = static_cast<std::uint32_t>(first + i);
+        for (std::uint32_t s = next_round_; s < last; ++s) {
+          in_edges_of(sched, s, me, drain_rows_);
+          for (const auto& e : drain_rows_)
+            if (e.from != me && s < posted[e.from] && !lost_on(net, {.round = s, .from = e.from, .to = me})) {
+              const awaited a{s, e.from};
+              if (std::find(early_[i].begin(), early_[i].end(), a) != early_[i].end()) continue;  // mixed already
+              expected_[i].push_back(a);
+              ahead_[i].push_back(a);
+            }
+        }
       }
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < n; ++i) {
-      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-      // what was posted (a node behind may not have sent what this one expects from it yet: that
-      // stays expected, and is mixed when it comes)
-      must_.clear();
-      for (const auto& a : expected_[i])
-        if (a.round < posted[a.from]) must_.push_back(a);
-      nodes_[i].take(ep, all_rounds, all_rounds, must_, expected_[i]);
-      settle(sched, i, all_rounds, "the drain");
-      for (const auto& a : expected_[i])
-        if (a.round < posted[a.from])
-          throw transport_error("drain: node " + std::to_string(first + i) + " still misses node " +
-                                std::to_string(a.from) + "'s envelope of round " + std::to_string(a.round) +
-                                " after its take");
-      early_[i].insert(early_[i].end(), ahead_[i].begin(), ahead_[i].end());
-    }
-    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
-    mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
-    if constexpr (requires { net.finish_sends(); }) net.finish_sends();
-    undrained_ = false;
-    common_round_ = std::max(last, next_round_);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
+        // what was posted (a node behind may not have sent what this one expects from it yet: that
+        // stays expected, and is mixed when it comes)
+        must_.clear();
+        for (const auto& a : expected_[i])
+          if (a.round < posted[a.from]) must_.push_back(a);
+        nodes_[i].take(ep, all_rounds, all_rounds, must_, expected_[i]);
+        settle(sched, i, all_rounds, "the drain");
+        for (const auto& a : expected_[i])
+          if (a.round < posted[a.from])
+            throw transport_error("drain: node " + std::to_string(first + i) + " still misses node " +
+                                  std::to_string(a.from) + "'s envelope of round " + std::to_string(a.round) +
+                                  " after its take");
+        early_[i].insert(early_[i].end(), ahead_[i].begin(), ahead_[i].end());
+      }
+      wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
+      mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
+      if constexpr (requires { net.finish_sends(); }) net.finish_sends();
+      undrained_ = false;
+      common_round_ = std::max(last, next_round_);
     }
   }
 
@@ -348,6 +348,61 @@ class push_sum_group {
     w.u64(nodes_.size());
     for (const auto& nd : nodes_) nd.save(w);
   }
+  /// What a deferred group keeps about envelopes beyond its nodes' state: the round it continues
+  /// at and, per node, the envelopes it still expects (sent by peers behind it, not posted yet at
+  /// the drain) and those it mixed before their round came. Checkpoint section "DEFR"; a drained
+  /// group only (save() refuses others).
+  struct deferred_state {
+    std::uint32_t next_round = 0, common_round = 0;
+    std::vector<std::vector<awaited>> expected, early;
+  };
+  void save_deferred(checkpoint_writer& w) const {
+    if (undrained_) throw config_error("a push-sum group with envelopes in flight cannot be checkpointed: drain() it first");
+    w.section("DEFR");
+    w.u32(next_round_);
+    w.u32(common_round_);
+    auto put = [&w](const std::vector<awaited>& list) {
+      std::vector<std::uint32_t> flat;
+      for (const auto& a : list) flat.insert(flat.end(), {a.round, a.from});
+      w.values(std::span<const std::uint32_t>(flat));
+    };
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      put(expected_[i]);
+      put(early_[i]);
+    }
+  }
+  /// Read a "DEFR" section (checked: senders in range) without changing anything.
+  deferred_state read_deferred(checkpoint_reader& r) const {
+    r.section("DEFR");
+    deferred_state d;
+    d.next_round = r.u32("the group's next round");
+    d.common_round = r.u32("the common round");
+    auto get = [&](const char* what) {
+      const auto flat = r.values<std::uint32_t>(what, std::size_t{1} << 26);
+      if (flat.size() % 2) r.fail(std::string("holds an odd-length list of ") + what);
+      std::vector<awaited> list;
+      for (std::size_t k = 0; k < flat.size(); k += 2) {
+        if (flat[k + 1] >= total_)
+          r.fail(std::string("holds ") + what + " from node " + std::to_string(flat[k + 1]) + " of a run of " +
+                 std::to_string(total_) + " nodes");
+        list.push_back({flat[k], flat[k + 1]});
+      }
+      return list;
+    };
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      d.expected.push_back(get("expected envelopes"));
+      d.early.push_back(get("early envelopes"));
+    }
+    return d;
+  }
+  void restore_deferred(deferred_state d) noexcept {
+    next_round_ = d.next_round;
+    common_round_ = d.common_round;
+    expected_ = std::move(d.expected);
+    early_ = std::move(d.early);
+    undrained_ = false;
+  }
+
   /// Read every node's saved state (checked) without changing anything.
   std::vector<typename node_type::saved_state> read_state(checkpoint_reader& r) const {
     r.section("GRUP");
