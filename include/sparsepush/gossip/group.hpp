@@ -448,21 +448,7 @@ class push_sum_group {
   /// Run mix(i, w) at every node; the lowest node's error is rethrown once every node mixed.
   template <class F>
   void mix_all(F&& mix) {
-    std::mutex mu;
-    std::exception_ptr first;
-    std::size_t first_node = nodes_.size();
-    pool_.parallel_for_worker(nodes_.size(), [&](std::size_t i, std::size_t w) {
-      try {
-        mix(i, w);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (i < first_node) {
-          first_node = i;
-          first = std::current_exception();
-        }
-      }
-    });
-    if (first) std::rethrow_exception(first);
+    detail::mix_every_node(pool_, nodes_.size(), mix);
   }
 
   /// Node i expects envelope a, unless it came early (then it is crossed off the early list).

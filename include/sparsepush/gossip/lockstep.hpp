@@ -34,6 +34,28 @@ struct serial_runner {
   }
 };
 
+/// mix(i, w) at every node [0, n) on `pool`, even when one throws (a mix that overflows throws
+/// once its node is mixed); then the error of the lowest such node is rethrown, so the round
+/// stands complete at every node whatever the threads. No allocation unless a mix throws.
+template <class Pool, class Mix>
+void mix_every_node(Pool& pool, std::size_t n, Mix&& mix) {
+  std::mutex mu;
+  std::exception_ptr first;
+  std::size_t first_node = n;
+  pool.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
+    try {
+      mix(i, w);
+    } catch (...) {
+      std::lock_guard lock(mu);
+      if (i < first_node) {
+        first_node = i;
+        first = std::current_exception();
+      }
+    }
+  });
+  if (first) std::rethrow_exception(first);
+}
+
 /// One lockstep round over nodes [0, n), running per-node work on `pool` (a thread_pool or
 /// serial_runner; w names the thread, for per-thread scratch):
 ///   check(i)             every node, before any state changes (a throw changes nothing)
@@ -56,22 +78,7 @@ void lockstep_round(Pool& pool, std::size_t n, EndpointOf&& endpoint_of, Check&&
     auto&& ep = endpoint_of(i);
     collect(i, ep);
   }
-  // no allocation unless a mix throws: a mutex, and the first error by node order
-  std::mutex mu;
-  std::exception_ptr first;
-  std::size_t first_node = n;
-  pool.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-    try {
-      mix(i, w);
-    } catch (...) {
-      std::lock_guard lock(mu);
-      if (i < first_node) {
-        first_node = i;
-        first = std::current_exception();
-      }
-    }
-  });
-  if (first) std::rethrow_exception(first);
+  mix_every_node(pool, n, mix);
 }
 
 // What a round's policy types must offer, one member at a time, so that a type that misses one
