@@ -278,8 +278,9 @@ class push_sum_group {
   /// are exact, as after a lockstep round. Collective over the processes of the run (every
   /// process calls it at the same point): net.posted_rounds() tells every node's count of rounds
   /// posted, each node takes every envelope addressed to it (waiting at most the network's
-  /// timeout), mixes them with the consensus step of the rounds they were sent in, and the
-  /// network completes its sends. Lockstep rounds leave nothing in flight: a no-op.
+  /// timeout), mixes them with the consensus step of the rounds they were sent in, the network
+  /// completes its sends, and a second posted_rounds() keeps every process from posting again
+  /// before all have taken. Lockstep rounds leave nothing in flight: a no-op.
   template <class S, class Net>
   void drain(const S& sched, Net& net) {
     if (opt_.policy.lockstep()) return;
@@ -332,6 +333,10 @@ class push_sum_group {
       const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
       mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
       if constexpr (requires { net.finish_sends(); }) net.finish_sends();
+      // a closing exchange, as a barrier: no process posts its next round before every process
+      // has taken what was posted before the drain (else a fast drainer's next envelopes would
+      // reach a node still inside its take, unexpected)
+      net.posted_rounds(std::span<const std::uint32_t>(mine_));
       undrained_ = false;
       common_round_ = std::max(last, next_round_);
     }
