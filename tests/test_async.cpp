@@ -1,7 +1,8 @@
 // Tests of deferred push-sum rounds (gossip/policy.hpp; ALGORITHMS.md, "Asynchronous and
 // overlapped push-sum") over the loopback's seeded delay model: an independent reference of the
 // section's equations (dense vectors, a sort-based top-K), the mass invariant with the envelopes in
-// flight, the drain, bounded inboxes, the waiting rules and their errors, and checkpoint/resume.
+// flight, the drain, bounded inboxes, the waiting rules and their errors, checkpoint/resume, and
+// continue_at's refusals.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
@@ -432,4 +433,47 @@ TEST_CASE("wait_policy: names, parse_staleness and bounds", "[async]") {
     REQUIRE_THROWS_AS(parse_staleness(bad), config_error);
   REQUIRE_THROWS_AS(wait_policy::staleness(wait_policy::max_window), config_error);
   REQUIRE_THROWS_AS(wait_policy::asynchronous(1), config_error);
+}
+
+TEST_CASE("continue_at: refused below common_round() and with envelopes in flight, nothing changed", "[async]") {
+  // nodes that ran different round counts need several processes; in one process every node ran
+  // the same rounds, so what is tested here is the refusals and the round the group continues at
+  const std::size_t n = 5, d = 12;
+  const auto sched = parse_schedule("exponential", n);
+  const auto phases = sparse_push_phases(parse_compressor("top-k:0.3"), 0.5);
+  sparse_push_options opt;
+  opt.policy = wait_policy::asynchronous();
+  opt.network.max_delay = 2;
+  opt.network.seed = 4;
+  const gradient_oracle<double> oracle = [](std::uint32_t i, std::uint32_t t, std::span<const double> x,
+                                            std::span<double> p) {
+    for (std::size_t l = 0; l < x.size(); ++l) p[l] = x[l] - std::cos(double(l + i) + 0.02 * t);
+  };
+  sparse_push<vec> a(models(n, d, 21), sched, phases, opt);
+  for (std::uint32_t t = 0; t < 6; ++t) a.round(t, oracle, 0.05);
+  REQUIRE(a.in_flight());
+  const auto before = test::group_state(a.group());
+  // envelopes in flight: drain first
+  REQUIRE_THROWS_AS(a.continue_at(6), config_error);
+  REQUIRE_THROWS_WITH(a.continue_at(6), Catch::Contains("envelopes are in flight: drain() first"));
+  REQUIRE(test::group_state(a.group()) == before);
+  REQUIRE(a.in_flight());
+  a.drain();
+  REQUIRE(a.common_round() == 6);
+  const auto drained = test::group_state(a.group());
+  // below the common round: a node posted round 5 already
+  for (const std::uint32_t r : {0u, 3u, 5u}) {
+    INFO("continue_at(" << r << ")");
+    REQUIRE_THROWS_AS(a.continue_at(r), config_error);
+    REQUIRE_THROWS_WITH(a.continue_at(r), Catch::Contains("posted round 5 already"));
+  }
+  REQUIRE(test::group_state(a.group()) == drained);
+  REQUIRE(a.common_round() == 6);
+  // at or above it: the rounds go on from there and drain to the exact mass
+  a.continue_at(8);
+  for (std::uint32_t t = 8; t < 12; ++t) a.round(t, oracle, 0.05);
+  a.drain();
+  REQUIRE(a.common_round() == 12);
+  REQUIRE(std::abs(a.weight_mass() - double(n)) < 1e-12);
+  REQUIRE_NOTHROW(a.continue_at(12));
 }

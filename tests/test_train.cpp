@@ -6,7 +6,9 @@
 // errors reported as the library's errors; a resume inside SCSP's final rounds and a repeated
 // resume from a kept round give the uninterrupted run's result; a group of several processes
 // gathers the losses at evaluations and checkpoints only, to the bits of one process; a negative
-// first loss stays the first loss.
+// first loss stays the first loss; overlap, staleness and asynchronous runs (the loopback's seeded
+// delays) resume from a middle checkpoint to the uninterrupted bits, keep the mass and report every
+// node's steps and the staleness mixed; staleness 0 is the default options' run bit for bit.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -872,4 +874,122 @@ TEST_CASE("checkpoint_directory: every rank may prepare the same directory at on
   for (const auto& e : errors) CHECK(e.empty());
   CHECK(std::filesystem::is_empty(dir));  // no probe left behind
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+/// The waiting policies the trainer runs beside lockstep, each with its in-process delay model.
+struct deferred_case {
+  const char* name;
+  sp::wait_policy policy;
+  std::uint32_t max_delay;
+};
+std::vector<deferred_case> deferred_cases() {
+  return {{"overlap", sp::wait_policy::overlap(), 0},
+          {"staleness 2, max_delay 2", sp::wait_policy::staleness(2), 2},
+          {"asynchronous, max_delay 3", sp::wait_policy::asynchronous(), 3}};
+}
+
+sp_alg make_sp_policy(sp::wait_policy policy, std::uint32_t max_delay) {
+  std::vector<std::vector<double>> x0;
+  for (std::uint32_t i = 0; i < 6; ++i) x0.push_back(tf::initial(i));
+  return sp_alg(std::move(x0), sp::parse_schedule("time-varying-ring", 6),
+                sp::sparse_push_phases(sp::parse_compressor("top-k:0.25"), 0.2),
+                sp::sparse_push_options{.threads = 2, .seed = 7, .network = {.seed = 3, .max_delay = max_delay},
+                                        .policy = policy});
+}
+
+sp::run_settings policy_settings(const sp::wait_policy& p, std::uint32_t max_delay) {
+  auto s = settings(0.02);
+  s.add("policy", sp::to_string(p)).add("max_delay", max_delay);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("trainer: overlap, staleness and asynchronous runs resume from a middle checkpoint to the uninterrupted bits",
+          "[train][async]") {
+  // 30 rounds, evaluations every 5, checkpoints every 4 (their drains fall between the
+  // evaluations'); a run killed after round 14 resumes from its checkpoint of round 12. In one
+  // process the seeded delay model and the drains at the same rounds make even the asynchronous
+  // run bit-reproducible.
+  sp::single_process group(6);
+  for (const auto& c : deferred_cases()) {
+    INFO(c.name);
+    const std::string dir = temp_dir("policy-resume"), ref_dir = temp_dir("policy-resume-ref");
+    auto o = options(30, ref_dir);
+    o.checkpoint_every = 4;
+    auto alg_ref = make_sp_policy(c.policy, c.max_delay);
+    tf::backend be_ref(6, 0, 6);
+    const auto full = sp_trainer(group, policy_settings(c.policy, c.max_delay), o, be_ref.hooks()).run(alg_ref);
+    REQUIRE_FALSE(full.diverged);
+    REQUIRE_FALSE(alg_ref.in_flight());  // drained at the end
+    // the mass, every node's steps and the staleness actually mixed
+    REQUIRE(full.weight_mass.has_value());
+    CHECK(std::abs(*full.weight_mass - 6.0) < 1e-9);
+    CHECK(full.steps_per_node == std::vector<std::uint64_t>(6, 30));
+    if (c.policy.kind == sp::wait_kind::overlap) CHECK(full.max_staleness == 1);
+    else CHECK(full.max_staleness > 0);
+    CHECK(full.max_staleness <= std::max<std::uint32_t>(c.max_delay, 1));
+    CHECK(full.wait_seconds_per_rank.size() == 1);
+    // the policy changes the run: its bits are not lockstep's
+    auto alg_lock = make_sp();
+    tf::backend be_lock(6, 0, 6);
+    const auto lock = sp_trainer(group, settings(0.02), options(30), be_lock.hooks()).run(alg_lock);
+    CHECK_FALSE(same_bits(lock.eval.averaged_model_accuracy, full.eval.averaged_model_accuracy));
+
+    {  // a run that dies after its checkpoint of round 12
+      auto alg = make_sp_policy(c.policy, c.max_delay);
+      tf::backend be(6, 0, 6);
+      auto o1 = options(30, dir);
+      o1.checkpoint_every = 4;
+      sp::trainer_callbacks cb;
+      cb.progress = [](const sp::round_status& s) {
+        if (s.round == 14) throw std::runtime_error("killed");
+      };
+      CHECK_THROWS_WITH(sp_trainer(group, policy_settings(c.policy, c.max_delay), o1, be.hooks(), cb).run(alg), "killed");
+    }
+    REQUIRE(sp::checkpoint_directory(dir).read_manifest().round == 12);
+    auto alg = make_sp_policy(c.policy, c.max_delay);
+    tf::backend be(6, 0, 6);
+    auto o2 = options(30, {}, dir);
+    o2.checkpoint_every = 4;
+    const auto b = sp_trainer(group, policy_settings(c.policy, c.max_delay), o2, be.hooks()).run(alg);
+    CHECK(b.resumed_at == 12);
+    check_same_result(b, full);
+    CHECK(b.steps_per_node == full.steps_per_node);
+    CHECK(models_of(alg) == models_of(alg_ref));
+    CHECK(be.velocity == be_ref.velocity);
+    // a resume under another policy is refused by the settings
+    auto alg_other = make_sp();
+    tf::backend be_other(6, 0, 6);
+    CHECK_THAT(library_error([&] { sp_trainer(group, settings(0.02), options(30, {}, dir), be_other.hooks()).run(alg_other); }),
+               Catch::Contains("other settings"));
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(ref_dir);
+  }
+}
+
+TEST_CASE("trainer: staleness 0 gives the default options' result bit for bit", "[train][async]") {
+  sp::single_process group(6);
+  const std::string da = temp_dir("staleness0-a"), db = temp_dir("staleness0-b");
+  auto alg_a = make_sp();
+  auto alg_b = make_sp_policy(sp::wait_policy::staleness(0), 0);
+  REQUIRE(alg_b.policy().lockstep());
+  tf::backend be_a(6, 0, 6), be_b(6, 0, 6);
+  const auto a = sp_trainer(group, settings(0.02), options(30, da), be_a.hooks()).run(alg_a);
+  const auto b = sp_trainer(group, settings(0.02), options(30, db), be_b.hooks()).run(alg_b);
+  check_same_result(b, a);
+  CHECK(b.steps_per_node == a.steps_per_node);
+  CHECK(a.steps_per_node == std::vector<std::uint64_t>(6, 30));
+  CHECK(a.max_staleness == 0);
+  CHECK(b.max_staleness == 0);
+  CHECK(models_of(alg_b) == models_of(alg_a));
+  // a lockstep checkpoint has no ASYN section: the run resumes from either directory alike
+  auto alg_c = make_sp_policy(sp::wait_policy::staleness(0), 0);
+  tf::backend be_c(6, 0, 6);
+  const auto c = sp_trainer(group, settings(0.02), options(30, {}, da), be_c.hooks()).run(alg_c);
+  CHECK(c.resumed_at == 20);
+  check_same_result(c, a);
+  CHECK(c.steps_per_node == a.steps_per_node);
+  std::filesystem::remove_all(da);
+  std::filesystem::remove_all(db);
 }
