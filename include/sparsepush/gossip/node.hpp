@@ -305,6 +305,14 @@ class push_sum_node {
     own_staged_ = false;
     round_ = t;
     if (mix_.empty()) return;
+    bool all_sparse = true;
+    for (const auto& w : mix_) all_sparse &= !w.msg->dense();
+    if (all_sparse) {  // O(nnz): the dense path's sums at the kept coordinates, nothing elsewhere
+      const bool finite = add_sparse_sum();
+      u_ = u_ + u_sum;
+      if (!finite || !std::isfinite(u_)) throw_mixed_non_finite();
+      return;
+    }
     last_sparse_ = false;
     block.resize(std::min(d_, mix_block));
     T* const xp = x().data();
@@ -402,6 +410,41 @@ class push_sum_node {
         ++c->at;
       }
       const T v = one ? (xi[l] - own) + s : xi[l] + e * (s - own);
+      xi[l] = v;
+      flags |= detail::non_finite_flag<T>(v);
+    }
+    return detail::flags_finite<T>(flags);
+  }
+
+  /// mix_taken()'s O(nnz) path: x_l += S_l, S_l the sum in list order of c_m q_m[l] from 0, at
+  /// every coordinate some message keeps (the dense path adds +0 elsewhere). Returns whether
+  /// every value written is finite.
+  bool add_sparse_sum() {
+    last_sparse_ = true;
+    cursors_.clear();
+    for (const auto& w : mix_)
+      cursors_.push_back({w.msg->indices.data(), w.msg->indices.data() + w.msg->count, w.msg,
+                          static_cast<T>(w.coef), w.msg->value_enc == value_encoding::f32});
+    const auto xi = x();
+    sparse_cursor* const cb = cursors_.data();
+    sparse_cursor* const ce = cb + cursors_.size();
+    typename detail::finite_bits<T>::U flags = 0;
+    for (;;) {
+      std::uint32_t l = std::numeric_limits<std::uint32_t>::max();
+      bool any = false;
+      for (sparse_cursor* c = cb; c != ce; ++c)
+        if (c->at != c->end && *c->at <= l) l = *c->at, any = true;
+      if (!any) break;
+      T sum = T(0);
+      for (sparse_cursor* c = cb; c != ce; ++c) {
+        if (c->at == c->end || *c->at != l) continue;
+        const std::size_t j = static_cast<std::size_t>(c->at - c->msg->indices.data());
+        const T q = c->f32 ? static_cast<T>(detail::load_raw<float>(c->msg->payload.data(), j))
+                           : c->msg->template value_at<T>(j);
+        sum += c->coef * q;
+        ++c->at;
+      }
+      const T v = xi[l] + sum;
       xi[l] = v;
       flags |= detail::non_finite_flag<T>(v);
     }
