@@ -129,7 +129,10 @@ case "$case_" in
     grep -q '"final_rounds_bound": null' s.json || fail "a bound is claimed under loss: $(grep bound s.json)"
     ;;
   resume_final_phase)  # a resume inside SCSP's final rounds ends with the uninterrupted summary, twice
-    strip() { grep -vE '"(wall_seconds|train_seconds|eval_seconds|train_images_per_second|state_bytes_per_node)"' "$1"; }
+    strip() {  # the times (wait_seconds_per_rank: an array over several lines) and the buffers' capacity
+      sed -E '/"wait_seconds_per_rank": \[$/,/\]/d; /"wait_seconds_per_rank"/d' "$1" |
+        grep -vE '"(wall_seconds|train_seconds|eval_seconds|train_images_per_second|state_bytes_per_node)"'
+    }
     args=("${base[@]}" --nodes 4 --epochs 0.02 --final-rounds 4 --drop-probability 0.1 --eval-every 2)
     "$exe" "${args[@]}" --summary full.json > full.out
     rounds=$(sed -n 's/.*"rounds": \([0-9]*\).*/\1/p' full.json)

@@ -25,7 +25,11 @@ kill_session() {
   done
 }
 # the summary without the fields that measure time or buffer capacity, or say where it ran
-strip() { grep -vE '"(wall_seconds|train_seconds|eval_seconds|train_images_per_second|state_bytes_per_node|ranks|transport)"' "$1"; }
+# (wait_seconds_per_rank, a time by rank, is an array over several lines)
+strip() {
+  sed -E '/"wait_seconds_per_rank": \[$/,/\]/d; /"wait_seconds_per_rank"/d' "$1" |
+    grep -vE '"(wall_seconds|train_seconds|eval_seconds|train_images_per_second|state_bytes_per_node|ranks|transport)"'
+}
 # the log without its wall-clock column
 strip_log() { cut -d, -f1-10 "$1"; }
 

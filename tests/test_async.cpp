@@ -301,7 +301,7 @@ TEST_CASE("inboxes stay bounded: at most max_delay + 1 rounds of envelopes per i
   }
 }
 
-TEST_CASE("waiting rules: a missing envelope is a transport_error naming the sender; a delay past the bound is refused",
+TEST_CASE("waiting rules: a missing envelope is a transport_error naming the sender, a delay past the bound is refused",
           "[async]") {
   SECTION("bounded staleness waits for a peer that never posts, then names it") {
     loopback_options lo;
