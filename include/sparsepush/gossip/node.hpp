@@ -381,14 +381,30 @@ class push_sum_node {
   static constexpr std::ptrdiff_t prefetch_ahead = 16;
   /// Returns whether every value written is finite (the others were finite before: check()).
   bool mix_sparse(double eta) {
+    const T e = static_cast<T>(eta);
+    const bool one = eta == 1.0;
+    return merge_sparse([one, e](T x, T s, T own) { return one ? (x - own) + s : x + e * (s - own); });
+  }
+
+  /// mix_taken()'s O(nnz) path: x_l += S_l, S_l the sum in list order of c_m q_m[l] from 0, at
+  /// every coordinate some message keeps (the dense path adds +0 elsewhere). Returns whether
+  /// every value written is finite.
+  bool add_sparse_sum() {
+    return merge_sparse([](T x, T s, T) { return x + s; });
+  }
+
+  /// The merge of the sparse paths: the ascending index lists of mix_'s messages are walked
+  /// together, and at every kept coordinate l, x_l = value(x_l, S_l, own_l), S_l the sum in list
+  /// order of c_m q_m[l] from 0 and own_l the first message's value there (0 if it keeps none).
+  /// Returns whether every value written is finite.
+  template <class Value>
+  bool merge_sparse(Value&& value) {
     last_sparse_ = true;
     cursors_.clear();
     for (const auto& w : mix_)
       cursors_.push_back({w.msg->indices.data(), w.msg->indices.data() + w.msg->count, w.msg,
                           static_cast<T>(w.coef), w.msg->value_enc == value_encoding::f32});
     const auto xi = x();
-    const T e = static_cast<T>(eta);
-    const bool one = eta == 1.0;
     sparse_cursor* const cb = cursors_.data();
     sparse_cursor* const ce = cb + cursors_.size();
     typename detail::finite_bits<T>::U flags = 0;
@@ -409,42 +425,7 @@ class push_sum_node {
         if (c->end - c->at > prefetch_ahead) SPARSEPUSH_PREFETCH(xi.data() + c->at[prefetch_ahead]);
         ++c->at;
       }
-      const T v = one ? (xi[l] - own) + s : xi[l] + e * (s - own);
-      xi[l] = v;
-      flags |= detail::non_finite_flag<T>(v);
-    }
-    return detail::flags_finite<T>(flags);
-  }
-
-  /// mix_taken()'s O(nnz) path: x_l += S_l, S_l the sum in list order of c_m q_m[l] from 0, at
-  /// every coordinate some message keeps (the dense path adds +0 elsewhere). Returns whether
-  /// every value written is finite.
-  bool add_sparse_sum() {
-    last_sparse_ = true;
-    cursors_.clear();
-    for (const auto& w : mix_)
-      cursors_.push_back({w.msg->indices.data(), w.msg->indices.data() + w.msg->count, w.msg,
-                          static_cast<T>(w.coef), w.msg->value_enc == value_encoding::f32});
-    const auto xi = x();
-    sparse_cursor* const cb = cursors_.data();
-    sparse_cursor* const ce = cb + cursors_.size();
-    typename detail::finite_bits<T>::U flags = 0;
-    for (;;) {
-      std::uint32_t l = std::numeric_limits<std::uint32_t>::max();
-      bool any = false;
-      for (sparse_cursor* c = cb; c != ce; ++c)
-        if (c->at != c->end && *c->at <= l) l = *c->at, any = true;
-      if (!any) break;
-      T sum = T(0);
-      for (sparse_cursor* c = cb; c != ce; ++c) {
-        if (c->at == c->end || *c->at != l) continue;
-        const std::size_t j = static_cast<std::size_t>(c->at - c->msg->indices.data());
-        const T q = c->f32 ? static_cast<T>(detail::load_raw<float>(c->msg->payload.data(), j))
-                           : c->msg->template value_at<T>(j);
-        sum += c->coef * q;
-        ++c->at;
-      }
-      const T v = xi[l] + sum;
+      const T v = value(xi[l], s, own);
       xi[l] = v;
       flags |= detail::non_finite_flag<T>(v);
     }
