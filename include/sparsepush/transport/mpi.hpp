@@ -306,6 +306,11 @@ class mpi_network : public network_accounting {
   /// Deferred mode: the most envelopes of one of this rank's senders to one receiver that were
   /// sent and not yet matched at once (at most policy().inbox_rounds()).
   std::size_t largest_unmatched() const noexcept { return largest_unmatched_; }
+  /// Deferred mode: how many times one of the network's buffers (or a taken inbox's) had to grow:
+  /// a new high of envelopes pending, taken, received or in flight at once, or a larger message.
+  /// Only these may allocate: a post() or take() that grows nothing allocates nothing. How soon
+  /// the highs are reached depends on the ranks' timing.
+  std::size_t buffer_growths() const noexcept { return growths_; }
 
   const mpi_timing& timing() const noexcept { return timing_; }
   void reset_timing() noexcept { timing_ = {}; }
@@ -342,9 +347,10 @@ class mpi_network : public network_accounting {
     std::uint32_t dim = 0;     ///< the receiver's dim (its last take's box.dim; 0: unknown yet)
     std::size_t largest = 0;   ///< the most envelopes of one sender pending at once
   };
-  static sender_clock& sender(node_inbox& ib, std::uint32_t from) {
+  sender_clock& sender(node_inbox& ib, std::uint32_t from) {
     for (auto& sd : ib.senders)
       if (sd.from == from) return sd;
+    grows(ib.senders, ib.senders.size() + 1);
     ib.senders.push_back({from});
     return ib.senders.back();
   }
@@ -561,7 +567,9 @@ class mpi_network : public network_accounting {
       if (e.to == from) continue;
       if (count_envelope({.round = round, .from = from, .to = e.to}, bytes)) continue;  // lost
       if (is_local(e.to)) {
-        add_pending(e.to, round, from, e.share, u, m).msg = m;  // a copy: the sender compresses its next round first
+        pending_item& it = add_pending(e.to, round, from, e.share, u, m);
+        grows(it.msg, m);
+        it.msg = m;  // a copy: the sender compresses its next round first
         continue;
       }
       send& q = queue_frame(from, round, e, u, m, first_frame);
@@ -639,12 +647,14 @@ class mpi_network : public network_accounting {
       const auto t0 = clock::now();
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);
+      grows(receiving_, receiving_.size() + 1);
       receiving_.emplace_back();
       rx_frame& r = receiving_.back();
       if (!rx_spare_.empty()) {
         r.buf = std::move(rx_spare_.back());
         rx_spare_.pop_back();
       }
+      grows(r.buf, static_cast<std::size_t>(count));
       r.buf.resize(static_cast<std::size_t>(count));
       r.src = st.MPI_SOURCE;
       r.tag = st.MPI_TAG;
@@ -669,6 +679,7 @@ class mpi_network : public network_accounting {
       busy_ += rx_s;
       if (!done) continue;
       accept_frame(r.buf, r.src, static_cast<std::size_t>(r.tag));
+      grows(rx_spare_, rx_spare_.size() + 1);
       rx_spare_.push_back(std::move(r.buf));  // its buffer serves a later receive
       any = true;
     }
@@ -689,12 +700,14 @@ class mpi_network : public network_accounting {
     const auto to = static_cast<std::uint32_t>(first_ + in_block);
     node_inbox& ib = inboxes_[in_block];
     envelope_header h;
+    const std::size_t caps = capacities(rx_msg_) + capacities(spare_msg_);
     try {
       h = decode_envelope(frame, rx_msg_, ib.dim, ib.dim ? &spare_msg_ : nullptr);
     } catch (const decode_error& e) {
       throw transport_error("node " + std::to_string(to) + " on rank " + std::to_string(rank_) +
                             " received a bad frame from rank " + std::to_string(src) + ": " + e.what());
     }
+    if (capacities(rx_msg_) + capacities(spare_msg_) != caps) ++growths_;
     const double dec_s = seconds_since(t1);
     timing_.decode += dec_s;
     busy_ += dec_s;
@@ -728,6 +741,8 @@ class mpi_network : public network_accounting {
       ++same;
     }
     ib.largest = std::max(ib.largest, same);
+    grows(ib.items, ib.items.size() + 1);
+    if (ib.pool.empty()) ++growths_;  // spare_message() makes new spares
     ib.items.emplace_back();
     pending_item& it = ib.items.back();
     it.msg = spare_message(ib, like);
@@ -738,6 +753,15 @@ class mpi_network : public network_accounting {
     sender(ib, from).last = MPI_Wtime();
     return it;
   }
+  /// buffer_growths(): count a growth when v has no room for `need` elements (or for m's).
+  template <class V>
+  void grows(const V& v, std::size_t need) noexcept {
+    if (v.capacity() < need) ++growths_;
+  }
+  void grows(const message& into, const message& m) noexcept {
+    if (into.indices.capacity() < m.indices.size() || into.payload.capacity() < m.payload.size()) ++growths_;
+  }
+  static std::size_t capacities(const message& m) noexcept { return m.indices.capacity() + m.payload.capacity(); }
   /// A message buffer of node inbox ib's spares. When they run out, the spares grow by half the
   /// pending envelopes (at least 2), each with room for a message like `like`: buffers grow to the
   /// most envelopes pending and taken at once, in a few steps, and then stay.
@@ -762,15 +786,22 @@ class mpi_network : public network_accounting {
         throw transport_error("round " + std::to_string(it.round) + ": node " + std::to_string(it.from) +
                               "'s message has dim " + std::to_string(it.msg.dim) + ", the receiver's model " +
                               std::to_string(box.dim));
-      if (box.decoded.size() <= k) box.decoded.resize(k + 1);
+      if (box.decoded.size() <= k) {
+        ++growths_;
+        box.decoded.resize(k + 1);
+      }
       std::swap(box.decoded[k], it.msg);
+      grows(box.envelopes, box.envelopes.size() + 1);
       box.envelopes.push_back({it.from, it.share, it.u, nullptr, it.round});
       ++k;
       it.taken = any = true;
     }
     if (any) {
       for (auto& it : ib.items)  // box.decoded's old messages; a new slot's empty one is dropped
-        if (it.taken && it.msg.payload.capacity() > 0) ib.pool.push_back(std::move(it.msg));
+        if (it.taken && it.msg.payload.capacity() > 0) {
+          grows(ib.pool, ib.pool.size() + 1);
+          ib.pool.push_back(std::move(it.msg));
+        }
       std::erase_if(ib.items, [](const pending_item& it) { return it.taken; });
     }
     return k;
@@ -888,6 +919,7 @@ class mpi_network : public network_accounting {
   send& queue_frame(std::uint32_t from, std::uint32_t round, const out_edge& e, double u, const message& m,
                     const send* first) {
     send s;
+    if (spare_.empty()) ++growths_;
     s.frame = spare_frame();  // a completed send's buffer: no allocation in steady state
     s.frame.reserve(frame_cap_);
     if (first) {
@@ -918,6 +950,8 @@ class mpi_network : public network_accounting {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < sends_.size(); ++i) {
       if (sends_[i].req == MPI_REQUEST_NULL) {
+        grows(spare_, spare_.size() + 1);
+        if (sends_[i].frame.capacity() < frame_cap_) ++growths_;
         spare_.push_back(std::move(sends_[i].frame));
         spare_.back().reserve(frame_cap_);  // grown once, by a frame sent before a larger phase
       }
@@ -932,6 +966,9 @@ class mpi_network : public network_accounting {
   /// allocates. Frames are kept at the largest size seen (a new phase grows them once).
   void reserve_sends(std::size_t edges, std::size_t bound) {
     const std::size_t want = 3 * local_ * std::max<std::size_t>(edges, 1);
+    if (sends_.capacity() < std::max(want, sends_.size() + edges) || spare_.capacity() < want || bound > frame_cap_ ||
+        frames_ < want)
+      ++growths_;
     if (sends_.capacity() < std::max(want, sends_.size() + edges)) sends_.reserve(std::max(want, sends_.size() + edges));
     if (spare_.capacity() < want) spare_.reserve(want);
     if (bound > frame_cap_) {
@@ -977,6 +1014,7 @@ class mpi_network : public network_accounting {
   std::vector<node_inbox> inboxes_;         ///< per local node
   std::vector<std::uint32_t> posted_;       ///< per local node: its next round (posted so far)
   std::size_t largest_unmatched_ = 0;
+  std::size_t growths_ = 0;                 ///< buffer_growths()
   double busy_ = 0;                         ///< seconds spent receiving and decoding (not waiting)
   message rx_msg_, spare_msg_;              ///< a received frame's message and the decode's scratch
   std::vector<rx_frame> receiving_;         ///< receives in flight, oldest first
