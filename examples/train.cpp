@@ -123,6 +123,11 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
   app.add_option("--resume-round", c.resume_round, "with --resume: the round to resume at, one the directory keeps (the latest "
                  "checkpoint, the one before it, or the one an earlier resume started from); 0: the latest")
       ->check(whole(0, 4294967295u))->capture_default_str();
+  app.add_option("--eval-reduce", c.eval_reduce,
+                 "how an evaluation sums the models over the MPI ranks: ordered (in node order, the bits of one process; a "
+                 "chain through the ranks) or allreduce (one allreduce of the parameters in double: a few times fewer bytes "
+                 "on a slow link; the averaged model's and the divergence's last bits then depend on the rank count)")
+      ->check(CLI::IsMember({"ordered", "allreduce"}))->capture_default_str();
   app.add_option("--mpi-timeout", c.mpi_timeout, "seconds a rank waits for a missing message or a collective before it stops the run "
                  "(0.001 to 2147483)")
       ->check(real(0.001, 2147483))->capture_default_str();
@@ -537,7 +542,9 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
                                 .lr = [&](std::uint32_t t) { return lr.at(t, train_rounds); },
                                 .eval_every = c.eval_every, .eval_threads = c.threads, .checkpoint_dir = c.checkpoint,
                                 .checkpoint_every = c.checkpoint_every, .resume_dir = c.resume,
-                                .resume_round = c.resume_round, .start = t_start},
+                                .resume_round = c.resume_round, .start = t_start,
+                                .eval_reduction = c.eval_reduce == "allreduce" ? sp::eval_reduction::allreduce
+                                                                               : sp::eval_reduction::ordered},
                                backend, cb);
   resume_round = tr.start_round();
   if (root) {

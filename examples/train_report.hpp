@@ -79,6 +79,7 @@ struct train_config {
   sparsepush::wait_policy policy{};          // the two above, checked
   std::int64_t max_delay = -1;               // --max-delay; -1: the default (see check())
   double jitter = 1;                         // --jitter F: each local step x U[1, F] (1: none)
+  std::string eval_reduce = "ordered";       // --eval-reduce: ordered or allreduce (evaluate.hpp)
 };
 
 /// Everything the nodes compute with: what every MPI rank must agree on and what a checkpoint
@@ -95,6 +96,7 @@ sparsepush::run_settings settings_of(const train_config& c, std::size_t n, std::
   s.add("per_layer", c.per_layer).add("consensus_step", c.consensus_step).add("data", c.data);
   s.add("drop", c.drop_probability).add("recovery", c.loss_recovery).add("eval_every", c.eval_every);
   s.add("eval_samples", c.eval_samples);
+  if (c.eval_reduce != "ordered") s.add("eval_reduce", c.eval_reduce);  // the ranks' collectives must match
   if (c.bits) s.add("bits", c.bits);  // full precision adds nothing
   // lockstep adds nothing (its fingerprint is the one of earlier versions); a deferred policy and
   // the in-process delay model change the numbers
@@ -227,6 +229,7 @@ inline nlohmann::json summary_json(const train_config& c, const sparsepush::trai
           {"steps_per_node", steps_json(r.steps_per_node)},
           {"max_staleness", r.max_staleness},
           {"wait_seconds_per_rank", r.wait_seconds_per_rank},
+          {"eval_reduce", c.eval_reduce},
           {"wall_seconds", wall},
           {"train_seconds", r.train_seconds},
           {"eval_seconds", r.eval_seconds},

@@ -2,7 +2,7 @@
 # "policy" and "max_delay" (--max-delay defaults to N for --staleness N, 4 for inf, none (null) in
 # lockstep and with --overlap; an explicit value is kept, 0 is none), every node's steps equal (one
 # process runs every node every round), and the largest staleness mixed (0 in lockstep, 1 with
-# --overlap, in [1, max_delay] with delays).
+# --overlap, in [1, max_delay] with delays); evaluations sum in node order (eval_reduce ordered).
 # Usage: cmake -DEXE=exe "-DARGS=a;b" -DWORK_DIR=dir -P check_policy_defaults.cmake
 # (ARGS: a short --algorithm sp run whose evaluations leave rounds between their drains.)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -56,6 +56,11 @@ foreach(c IN LISTS cases)
     if(at EQUAL -1)
       message(FATAL_ERROR "${opts}: the header line does not name the delays of 0 to ${want_delay} rounds:\n${out}")
     endif()
+  endif()
+  # evaluations sum in node order unless --eval-reduce says otherwise (README: the default)
+  string(JSON reduce GET "${s}" eval_reduce)
+  if(NOT reduce STREQUAL "ordered")
+    message(FATAL_ERROR "${opts}: the summary's eval_reduce is ${reduce}, expected ordered (the default)")
   endif()
   # every node took every round's step
   string(JSON lo GET "${s}" steps_per_node min)

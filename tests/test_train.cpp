@@ -332,6 +332,61 @@ struct posing_group {
 static_assert(sp::process_group<posing_group>);
 }  // namespace
 
+TEST_CASE("trainer: eval_reduction::allreduce evaluates the double mean of the models; the node accuracies "
+          "are ordered's", "[train]") {
+  sp::single_process group(6);
+  auto alg = make_sp(), alg_ordered = make_sp();
+  tf::backend be(6, 0, 6), be_ordered(6, 0, 6);
+  auto o = options(25);
+  const auto ordered = sp::trainer<double, sp::single_process>(group, settings(0.02), o, be_ordered.hooks()).run(alg_ordered);
+  o.eval_reduction = sp::eval_reduction::allreduce;
+  const auto r = sp::trainer<double, sp::single_process>(group, settings(0.02), o, be.hooks()).run(alg);
+  const auto m = models_of(alg);
+  REQUIRE(m == models_of(alg_ordered));  // the reduction changes what is reported, never the training
+  std::vector<double> mean(tf::dim, 0.0);  // sum in node order, then / n
+  for (const auto& x : m)
+    for (std::size_t l = 0; l < tf::dim; ++l) mean[l] += x[l];
+  for (auto& v : mean) v /= 6.0;
+  CHECK(same_bits(r.eval.averaged_model_accuracy, tf::score(mean, 6)));
+  double div = 0.0;
+  for (const auto& x : m) {
+    double s2 = 0.0;
+    for (std::size_t l = 0; l < tf::dim; ++l) s2 += (x[l] - mean[l]) * (x[l] - mean[l]);
+    div += std::sqrt(s2) / 6.0;
+  }
+  CHECK_THAT(r.eval.parameter_divergence, Catch::WithinRel(div, 1e-12));
+  CHECK_THAT(r.eval.parameter_divergence, Catch::WithinRel(ordered.eval.parameter_divergence, 1e-12));
+  CHECK(same_bits(r.eval.avg_node_accuracy, ordered.eval.avg_node_accuracy));
+}
+
+TEST_CASE("trainer: eval_reduction::allreduce over a group without sum_in_place is refused by name", "[train]") {
+  struct no_sum_group {
+    sp::single_process one{6};
+    int rank() const noexcept { return 0; }
+    int ranks() const noexcept { return 1; }
+    std::uint32_t first_node() const noexcept { return 0; }
+    std::size_t local_nodes() const noexcept { return 6; }
+    std::size_t total_nodes() const noexcept { return 6; }
+    std::vector<double> allgather(std::span<const double> mine) const { return one.allgather(mine); }
+    std::uint64_t sum(std::uint64_t v) const noexcept { return v; }
+    double broadcast(double v) const noexcept { return v; }
+    std::uint32_t broadcast(std::uint32_t v) const noexcept { return v; }
+    void ordered_sum(std::span<float> f, std::span<double> d, const std::function<void()>& add) const {
+      one.ordered_sum(f, d, add);
+    }
+    void agree(std::string_view) const noexcept {}
+    void finish() const noexcept {}
+  };
+  static_assert(sp::process_group<no_sum_group>);
+  no_sum_group group;
+  auto alg = make_sp();
+  tf::backend be(6, 0, 6);
+  auto o = options(5);
+  o.eval_reduction = sp::eval_reduction::allreduce;
+  sp::trainer<double, no_sum_group> tr(group, settings(0.02), o, be.hooks());
+  CHECK_THROWS_WITH(tr.run(alg), Catch::Contains("eval_reduction::allreduce needs a process group with sum_in_place"));
+}
+
 TEST_CASE("trainer: several processes gather the losses at evaluations and checkpoints only, to the same bits",
           "[train]") {
   const std::string dir_one = temp_dir("losses-one"), dir_two = temp_dir("losses-two");

@@ -1,7 +1,8 @@
 # sparsepush-train --transport mpi under mpirun with R ranks (NPS, default 1, 2, 3 and 4) writes
 # the same summary as the in-process run, bit for bit, in every field that is not a time or a speed.
 # Usage: cmake -DTRAIN=exe "-DMPIEXEC=mpiexec;flags" -DNP_FLAG=-n "-DARGS=a;b" -DWORK_DIR=dir
-#              ["-DNPS=2;3"] ["-DEXTRA_FIELDS=f;g"] ["-DEXPECT=field=value;..."] -P train_bits.cmake
+#              ["-DNPS=2;3"] ["-DEXTRA_FIELDS=f;g"] ["-DFIELDS=f;g"] ["-DEXPECT=field=value;..."] -P train_bits.cmake
+# FIELDS: the fields that must be equal, in place of the default list (every metric and count).
 # EXTRA_FIELDS: more summary fields that must be equal (e.g. steps_per_node, max_staleness);
 # EXPECT: values the in-process summary must have (e.g. max_staleness=1: the policy really delayed).
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -9,8 +10,12 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/../run_or_fail.cmake)
 run(${TRAIN} ${ARGS} --summary ${WORK_DIR}/inprocess.json)
 file(READ ${WORK_DIR}/inprocess.json ref)
-set(fields avg_test_accuracy averaged_model_test_accuracy param_divergence first_loss loss bytes_sent_total comm_ratio
-    rounds messages_dropped weight_mass ${EXTRA_FIELDS})
+if(DEFINED FIELDS)  # the fields that must be equal, in place of the default list
+  set(fields ${FIELDS} ${EXTRA_FIELDS})
+else()
+  set(fields avg_test_accuracy averaged_model_test_accuracy param_divergence first_loss loss bytes_sent_total comm_ratio
+      rounds messages_dropped weight_mass ${EXTRA_FIELDS})
+endif()
 foreach(e IN LISTS EXPECT)
   if(NOT e MATCHES "^([a-z_]+)=(.*)$")
     message(FATAL_ERROR "EXPECT entry ${e} is not field=value")

@@ -2,7 +2,10 @@
 // (ALGORITHMS.md, "Data and metrics"): the average test accuracy of the nodes' models, the
 // accuracy of the averaged model mean_i xh_i, and the parameter divergence
 // (1/n) sum_i || xh_i - mean(xh) ||_2 (in double). Each process evaluates its own nodes and
-// sends scalars; the models are summed once, in node order, across the processes.
+// sends scalars; the models are summed once across the processes: in node order (ordered, the
+// default: the bits of one process, a chain through the ranks and a broadcast) or with one
+// allreduce of d doubles (eval_reduction::allreduce: a few times fewer bytes on the slowest
+// link, and last bits that depend on the number of processes).
 #pragma once
 
 #include <algorithm>
@@ -26,6 +29,17 @@
 namespace sparsepush {
 inline namespace v0 {
 
+/// How an evaluation sums the models across the processes.
+/// - ordered (the default): sum_i xh_i / n in T and sum_i xh_i in double, each in node order:
+///   a chain through the ranks (each passes 12 bytes per float parameter to the next) and a
+///   broadcast of both; every process count gives the bits of one process.
+/// - allreduce: every process sums its nodes in double, then one allreduce of d doubles; the
+///   averaged model is T(sum / n), the divergence's mean sum / n. Over a slow link a few times
+///   faster; the last bits of the averaged model and of the divergence depend on the number of
+///   processes (and differ from ordered's), the node accuracies do not.
+enum class eval_reduction { ordered, allreduce };
+inline std::string to_string(eval_reduction r) { return r == eval_reduction::ordered ? "ordered" : "allreduce"; }
+
 /// The metrics of the models at one evaluation.
 struct evaluation {
   double avg_node_accuracy = 0.0;        ///< mean over nodes of each de-biased model's accuracy
@@ -47,12 +61,60 @@ void check_layout(const A& alg, const G& group, const char* where) {
                        " nodes here, the process group places " + std::to_string(group.local_nodes()));
 }
 
+/// The divergence (1/n) sum_i || xh_i - mean ||_2 of this process's nodes against `mean`, summed
+/// over every node (a gather of one norm per node).
+template <tensor_element T, class A, process_group G>
+double divergence_from(const A& alg, G& group, std::span<const double> mean) {
+  const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
+  std::vector<double> norms(ln);
+  {
+    std::vector<T> m(d);
+    for (std::size_t i = 0; i < ln; ++i) {
+      alg.model(i, std::span<T>(m));
+      double s = 0.0;
+      for (std::size_t l = 0; l < d; ++l) {
+        const double diff = static_cast<double>(m[l]) - mean[l];
+        s += diff * diff;
+      }
+      norms[i] = std::sqrt(s);
+    }
+  }
+  double total = 0.0;
+  for (const double v : detail::allgather(group, norms, "the divergence's gather of node distances")) total += v;
+  return total / static_cast<double>(n);
+}
+
+/// eval_reduction::allreduce: sum_i xh_i in double (this process's nodes in order, then one
+/// allreduce); avg = T(sum / n); returns the divergence against sum / n.
+template <tensor_element T, class A, process_group G>
+double averaged_model_allreduce(const A& alg, G& group, std::vector<T>& avg) {
+  const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
+  std::vector<double> sum(d, 0.0);
+  {
+    std::vector<T> m(d);
+    for (std::size_t i = 0; i < ln; ++i) {
+      alg.model(i, std::span<T>(m));
+      for (std::size_t l = 0; l < d; ++l) sum[l] += static_cast<double>(m[l]);
+    }
+  }
+  if (!detail::sum_in_place(group, std::span<double>(sum), "the allreduce of the averaged model"))
+    throw config_error("eval_reduction::allreduce needs a process group with sum_in_place(std::span<double>) "
+                       "(the element-wise sum over the processes); this group has none: use eval_reduction::ordered");
+  avg.resize(d);
+  for (std::size_t l = 0; l < d; ++l) {
+    sum[l] /= static_cast<double>(n);
+    avg[l] = static_cast<T>(sum[l]);
+  }
+  return divergence_from<T>(alg, group, sum);
+}
+
 /// The averaged model sum_i xh_i / n (in T, summed in node order across the processes) into
 /// avg, and the parameter divergence (1/n) sum_i || xh_i - mean ||_2 (mean in double) of every
 /// node. The layout is the caller's to check.
 template <tensor_element T, class A, process_group G>
-double averaged_model(const A& alg, G& group, std::vector<T>& avg) {
+double averaged_model(const A& alg, G& group, std::vector<T>& avg, eval_reduction how = eval_reduction::ordered) {
   const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
+  if (how == eval_reduction::allreduce) return averaged_model_allreduce<T>(alg, group, avg);
   // sum_i xh_i / n in T (the averaged model) and sum_i xh_i in double (the divergence's mean),
   // both in node order across the processes; a double model's two sums travel as one buffer
   std::vector<float> avg_f(std::is_same_v<T, float> ? d : 0);
@@ -75,22 +137,7 @@ double averaged_model(const A& alg, G& group, std::vector<T>& avg) {
   }
   avg.assign(acc.begin(), acc.end());
   for (auto& a : sum) a /= static_cast<double>(n);
-  std::vector<double> norms(ln);
-  {
-    std::vector<T> m(d);
-    for (std::size_t i = 0; i < ln; ++i) {
-      alg.model(i, std::span<T>(m));
-      double s = 0.0;
-      for (std::size_t l = 0; l < d; ++l) {
-        const double diff = static_cast<double>(m[l]) - sum[l];
-        s += diff * diff;
-      }
-      norms[i] = std::sqrt(s);
-    }
-  }
-  double total = 0.0;
-  for (const double v : detail::allgather(group, norms, "the divergence's gather of node distances")) total += v;
-  return total / static_cast<double>(n);
+  return divergence_from<T>(alg, group, sum);
 }
 
 /// The report of round `round` with this divergence and the bytes sent by every process.
@@ -103,9 +150,11 @@ round_report report_over(const A& alg, std::uint32_t round, double divergence, G
 
 /// Evaluate the nodes of `alg` this process runs (alg.model(i, out), alg.num_nodes(), alg.dim())
 /// and reduce over `group`: every process returns the same bits, equal to those of one process
-/// running every node. Models that are the same bits are tested once; `threads` test in parallel.
+/// running every node (with eval_reduction::ordered; see eval_reduction for allreduce). Models
+/// that are the same bits are tested once; `threads` test in parallel.
 template <tensor_element T, class A, process_group G>
-evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy) {
+evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy,
+                    eval_reduction how = eval_reduction::ordered) {
   detail::check_layout(alg, group, "evaluate");
   const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
   auto hash = [](std::span<const T> m) { return detail::fnv1a(std::as_bytes(m)); };
@@ -148,7 +197,7 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
     ev.avg_node_accuracy += a / static_cast<double>(n);
 
   std::vector<T> avg;
-  ev.parameter_divergence = detail::averaged_model<T>(alg, group, avg);
+  ev.parameter_divergence = detail::averaged_model<T>(alg, group, avg, how);
 
   // the averaged model, on rank 0, unless it is the bits of a node model tested here
   double avg_acc = 0.0;
@@ -173,10 +222,10 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
 /// The report of round `round` over every node of the processes `group` spans: the divergence
 /// of evaluate(), and the bytes sent by every process.
 template <tensor_element T, class A, process_group G>
-round_report report(const A& alg, std::uint32_t round, G& group) {
+round_report report(const A& alg, std::uint32_t round, G& group, eval_reduction how = eval_reduction::ordered) {
   detail::check_layout(alg, group, "report");
   std::vector<T> avg;
-  const double divergence = detail::averaged_model<T>(alg, group, avg);
+  const double divergence = detail::averaged_model<T>(alg, group, avg, how);
   return detail::report_over(alg, round, divergence, group);
 }
 

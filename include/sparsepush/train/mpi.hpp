@@ -99,6 +99,18 @@ class mpi_process_group {
     run(MPI_Ibcast(&bcast_u_, 1, MPI_UINT32_T, 0, comm_, &req), "MPI_Ibcast", req, what);
     return bcast_u_;
   }
+  /// The element-wise sum of v over the ranks, in place (MPI_Iallreduce; the order of the
+  /// additions is MPI's: the bits may differ from one process adding every node, which
+  /// ordered_sum keeps). eval_reduction::allreduce's reduction of the averaged model.
+  void sum_in_place(std::span<double> v,
+                    std::string_view what = "the allreduce of the averaged model (eval_reduction::allreduce)") const {
+    usable();
+    reduced_.assign(v.begin(), v.end());  // a member: a late rank may still write it after a timeout
+    MPI_Request req = MPI_REQUEST_NULL;
+    run(MPI_Iallreduce(MPI_IN_PLACE, reduced_.data(), count(reduced_.size()), MPI_DOUBLE, MPI_SUM, comm_, &req),
+        "MPI_Iallreduce", req, what);
+    std::copy(reduced_.begin(), reduced_.end(), v.begin());
+  }
   /// Rank r takes the sums from rank r - 1, adds its nodes, passes them on; the last rank's sums
   /// reach every rank. Each rank sends the d values once (plus the broadcast). The order of the
   /// additions is fixed by the ranks, never by timing: the bits do not depend on the waits.
@@ -231,7 +243,7 @@ class mpi_process_group {
   std::string from_prev_, to_next_, from_last_;  ///< ordered_sum's waits, named once
   // The buffers of the collectives are members, not locals: one that timed out cannot be
   // cancelled and may still be written when the late rank arrives.
-  mutable std::vector<double> gathered_, sent_;
+  mutable std::vector<double> gathered_, sent_, reduced_;
   mutable unsigned long long sum_in_ = 0, sum_out_ = 0;
   mutable double bcast_d_ = 0;
   mutable std::uint32_t bcast_u_ = 0;

@@ -58,6 +58,20 @@ std::uint64_t sum(G& g, std::uint64_t v, std::string_view what) {
   if constexpr (requires { g.sum(v, what); }) return g.sum(v, what);
   else return g.sum(v);
 }
+/// The element-wise sum over the processes in place, for a group that has sum_in_place (an
+/// optional member: eval_reduction::allreduce needs it); false when the group has none.
+template <class G>
+bool sum_in_place(G& g, std::span<double> v, std::string_view what) {
+  if constexpr (requires { g.sum_in_place(v, what); }) {
+    g.sum_in_place(v, what);
+    return true;
+  } else if constexpr (requires { g.sum_in_place(v); }) {
+    g.sum_in_place(v);
+    return true;
+  } else {
+    return false;
+  }
+}
 template <class G, class V>
 V broadcast(G& g, V v, std::string_view what) {
   if constexpr (requires { g.broadcast(v, what); }) return g.broadcast(v, what);
@@ -85,6 +99,7 @@ class single_process {
   double broadcast(double v) const noexcept { return v; }
   std::uint32_t broadcast(std::uint32_t v) const noexcept { return v; }
   void ordered_sum(std::span<float>, std::span<double>, const std::function<void()>& add) const { add(); }
+  void sum_in_place(std::span<double>) const noexcept {}
   void agree(std::string_view) const noexcept {}
   void finish() const noexcept {}
   /// The nonblocking sum of one process: complete at once.

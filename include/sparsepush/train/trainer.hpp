@@ -79,6 +79,9 @@ struct trainer_options {
   /// than the manifest's.
   std::uint32_t resume_round = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();  ///< for wall_seconds
+  /// How evaluations sum the models over the processes (evaluate.hpp): ordered (the bits of one
+  /// process) or allreduce (fewer bytes on a slow link).
+  sparsepush::eval_reduction eval_reduction = sparsepush::eval_reduction::ordered;
 };
 
 /// Where a run stands after a round; the metrics are those of the last evaluation.
@@ -346,7 +349,8 @@ class trainer {
       const auto e0 = clock::now();
       drain(alg);  // the averaged model and the divergence of exact sums
       st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
-                            [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); });
+                            [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); },
+                            opt_.eval_reduction);
       eval_seconds_ += std::chrono::duration<double>(clock::now() - e0).count();
       st.report = detail::report_over(alg, t, st.eval.parameter_divergence, *group_);
       st.bytes_now = st.report.bytes_sent;

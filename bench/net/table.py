@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""run.sh's table: one row per run of OUT/runs.txt, from its summary (JSON) and log (CSV).
+Usage: table.py OUT HOSTS NODES MODEL EPOCHS"""
+import csv
+import json
+import os
+import sys
+
+out, hosts, nodes, model, epochs = sys.argv[1:6]
+
+
+def targets(skew):
+    """The issue's target (80% at skew 0, 75% otherwise) and a lower one that short runs reach."""
+    return (0.80, 0.75) if float(skew) == 0 else (0.75, 0.70)
+
+
+def fmt(v, spec):
+    return "–" if v is None else format(v, spec)
+
+
+rows = []
+for line in open(os.path.join(out, "runs.txt")):
+    rate, skew, config, policy, host_s, name = line.split()
+    s = json.load(open(os.path.join(out, name + ".json")))
+    log = list(csv.DictReader(open(os.path.join(out, name + ".csv"))))
+    goals = targets(skew)
+    train_rounds_ = s["rounds"] - (s["final_rounds"] if config.startswith("scsp") else 0)
+    ms_round = 1000 * s["train_seconds"] / max(1, train_rounds_)
+    # the first evaluation at or above the goal: its wall time, and the training time alone
+    # (its round times the mean training round: evaluations and start-up left out)
+    first = [next((r for r in log if float(r["averaged_model_test_accuracy"]) >= g), None) for g in goals]
+    reached = [None if r is None else float(r["wall_seconds"]) for r in first]
+    reached_train = [None if r is None else int(r["round"]) * ms_round / 1000 for r in first]
+    final_phase = None
+    if config.startswith("scsp") and any(r["phase"] != log[0]["phase"] for r in log):
+        last_train = max(float(r["wall_seconds"]) for r in log if r["phase"] == log[0]["phase"])
+        final_phase = float(log[-1]["wall_seconds"]) - last_train
+    rows.append(dict(rate=rate, skew=skew, config=config, policy=policy, goals=goals, reached=reached,
+                     reached_train=reached_train, ms=ms_round, acc=s["averaged_model_test_accuracy"],
+                     node_acc=s["avg_test_accuracy"], wall=s["wall_seconds"], train=s["train_seconds"],
+                     eval=s["eval_seconds"], reduce=s.get("eval_reduce", "ordered"),
+                     outside=(s["wall_seconds"] - s["train_seconds"]) / s["train_seconds"],
+                     final_phase=final_phase, mb=s["bytes_per_node"] / 1e6, host=float(host_s)))
+
+machine = open(os.path.join(out, "machine.txt")).read().strip().lstrip("# ")
+reduces = sorted({r["reduce"] for r in rows})
+print(f"Testbed: {hosts} hosts (network namespaces, tbf on each uplink), {nodes} nodes, {model}, "
+      f"{epochs} epochs, evaluations summed with {'/'.join(reduces)}; {machine}.\n")
+print("Time to a target: the wall seconds of the first evaluation at or above it (training seconds alone in "
+      "brackets: its round times the mean training round); \"–\": not reached.\n")
+print("| uplink | skew | algorithm | policy | ms / training round | s to higher target | s to lower target | "
+      "averaged-model acc | node acc | wall s | eval s | outside training / training | SCSP final rounds s | MB sent / node | "
+      "mpirun s |")
+print("|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+
+
+def reach(r, k):
+    if r["reached"][k] is None:
+        return f"– ({r['goals'][k]:.0%})"
+    return f"{r['reached'][k]:.1f} ({r['reached_train'][k]:.1f}) ({r['goals'][k]:.0%})"
+
+
+for r in rows:
+    print(f"| {r['rate']} | {r['skew']} | {r['config']} | {r['policy']} | {r['ms']:.1f} | {reach(r, 0)} | "
+          f"{reach(r, 1)} | {r['acc']:.4f} | "
+          f"{r['node_acc']:.4f} | {r['wall']:.1f} | {r['eval']:.1f} | {r['outside']:.2f} | {fmt(r['final_phase'], '.2f')} | "
+          f"{r['mb']:.2f} | {r['host']:.1f} |")
+
+# SGP's time against each other run's, at the same rate, skew and policy
+base = {(r["rate"], r["skew"], r["policy"]): r for r in rows if r["config"] == "sgp"}
+ratios = [r for r in rows if r["config"] != "sgp" and (r["rate"], r["skew"], r["policy"]) in base]
+if ratios:
+    print("\n| uplink | skew | policy | algorithm | SGP / it, ms per round | SGP / it, wall s to higher target | "
+          "SGP / it, wall s to lower target | SGP / it, training s to lower target |")
+    print("|---|--:|---|---|--:|--:|--:|--:|")
+
+    def ratio(b, r, key, k):
+        return f"{b[key][k] / r[key][k]:.2f}" if b[key][k] is not None and r[key][k] is not None else "–"
+
+    for r in ratios:
+        b = base[(r["rate"], r["skew"], r["policy"])]
+        print(f"| {r['rate']} | {r['skew']} | {r['policy']} | {r['config']} | {b['ms'] / r['ms']:.2f} | "
+              f"{ratio(b, r, 'reached', 0)} | {ratio(b, r, 'reached', 1)} | {ratio(b, r, 'reached_train', 1)} |")
