@@ -11,7 +11,7 @@ set multiplot layout 1,n title "averaged-model test accuracy against wall time (
 set xlabel 'wall seconds'
 set ylabel 'test accuracy'
 set key bottom right font ",8"
-set yrange [0:1]
+set yrange [*:*]
 do for [i=1:n] {
   rate = word(rates, i)
   set title (rate eq "none" ? "unshaped" : rate)

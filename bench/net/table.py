@@ -19,33 +19,47 @@ def fmt(v, spec):
 
 
 rows = []
+failed = []
 for line in open(os.path.join(out, "runs.txt")):
-    rate, skew, config, policy, host_s, name = line.split()
+    rate, skew, config, policy, host_s, name, *rest = line.split()
+    status = rest[0] if rest else "ok"
+    if status != "ok":  # the first line of sparsepush-train's own error, else the output's last line
+        text = open(os.path.join(out, name + ".out"), errors="replace").read().splitlines()
+        why = next((t for t in text if t.startswith("sparsepush-train: rank") or "NaN" in t), text[-1] if text else "?")
+        failed.append((rate, skew, config, policy, why.strip()))
+        continue
     s = json.load(open(os.path.join(out, name + ".json")))
     log = list(csv.DictReader(open(os.path.join(out, name + ".csv"))))
     goals = targets(skew)
-    train_rounds_ = s["rounds"] - (s["final_rounds"] if config.startswith("scsp") else 0)
-    ms_round = 1000 * s["train_seconds"] / max(1, train_rounds_)
+    # every round of the run (SCSP's final rounds included: train_seconds covers them)
+    ms_round = 1000 * s["train_seconds"] / max(1, s["rounds"])
     # the first evaluation at or above the goal: its wall time, and the training time alone
-    # (its round times the mean training round: evaluations and start-up left out)
+    # (its round times the mean round: evaluations and start-up left out)
     first = [next((r for r in log if float(r["averaged_model_test_accuracy"]) >= g), None) for g in goals]
     reached = [None if r is None else float(r["wall_seconds"]) for r in first]
     reached_train = [None if r is None else int(r["round"]) * ms_round / 1000 for r in first]
-    final_phase = None
-    if config.startswith("scsp") and any(r["phase"] != log[0]["phase"] for r in log):
-        last_train = max(float(r["wall_seconds"]) for r in log if r["phase"] == log[0]["phase"])
-        final_phase = float(log[-1]["wall_seconds"]) - last_train
     rows.append(dict(rate=rate, skew=skew, config=config, policy=policy, goals=goals, reached=reached,
                      reached_train=reached_train, ms=ms_round, acc=s["averaged_model_test_accuracy"],
                      node_acc=s["avg_test_accuracy"], wall=s["wall_seconds"], train=s["train_seconds"],
                      eval=s["eval_seconds"], reduce=s.get("eval_reduce", "ordered"),
                      outside=(s["wall_seconds"] - s["train_seconds"]) / s["train_seconds"],
-                     final_phase=final_phase, mb=s["bytes_per_node"] / 1e6, host=float(host_s)))
+                     final_rounds=s["final_rounds"] if config.startswith("scsp") else 0, mb=s["bytes_per_node"] / 1e6, host=float(host_s)))
 
 machine = open(os.path.join(out, "machine.txt")).read().strip().lstrip("# ")
+# SCSP's final rounds, priced: its training seconds less its training rounds at the SP top-1%
+# run's mean round (same rate, skew and policy), when that run is in the table
+sp_ms = {(r["rate"], r["skew"], r["policy"]): r["ms"] for r in rows if r["config"] == "sp-top1"}
+for r in rows:
+    r["final_phase"] = None
+    key = (r["rate"], r["skew"], r["policy"])
+    if r["final_rounds"] and key in sp_ms:
+        rounds = r["train"] * 1000 / r["ms"]
+        r["final_phase"] = r["train"] - (rounds - r["final_rounds"]) * sp_ms[key] / 1000
+
 reduces = sorted({r["reduce"] for r in rows})
 print(f"Testbed: {hosts} hosts (network namespaces, tbf on each uplink), {nodes} nodes, {model}, "
       f"{epochs} epochs, evaluations summed with {'/'.join(reduces)}; {machine}.\n")
+print("SCSP final rounds s: SCSP's training seconds less its training rounds at SP top-1%'s mean round.")
 print("Time to a target: the wall seconds of the first evaluation at or above it (training seconds alone in "
       "brackets: its round times the mean training round); \"–\": not reached.\n")
 print("| uplink | skew | algorithm | policy | ms / training round | s to higher target | s to lower target | "
@@ -65,6 +79,11 @@ for r in rows:
           f"{reach(r, 1)} | {r['acc']:.4f} | "
           f"{r['node_acc']:.4f} | {r['wall']:.1f} | {r['eval']:.1f} | {r['outside']:.2f} | {fmt(r['final_phase'], '.2f')} | "
           f"{r['mb']:.2f} | {r['host']:.1f} |")
+
+if failed:
+    print("\nRuns that failed:\n")
+    for rate, skew, config, policy, why in failed:
+        print(f"- {rate}, skew {skew}, {config}, {policy}: `{why}`")
 
 # SGP's time against each other run's, at the same rate, skew and policy
 base = {(r["rate"], r["skew"], r["policy"]): r for r in rows if r["config"] == "sgp"}
