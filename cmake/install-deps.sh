@@ -10,6 +10,7 @@ packages=(
   libbenchmark-dev                                  # microbenchmarks
   libboost-graph-dev                                # Boost.Graph adapter
   openmpi-bin libopenmpi-dev                        # MPI transport (optional for users, tested here)
+  libsimgrid-dev                                    # SimGrid's SMPI: smpicxx, smpirun (SPARSEPUSH_SMPI, bench/net/simulate.sh)
   dataset-fashion-mnist                             # the data the training examples use
   libcli11-dev nlohmann-json3-dev gnuplot-nox        # sparsepush-train: options, summary, plot
 )
