@@ -10,8 +10,10 @@ packages=(
   libbenchmark-dev                                  # microbenchmarks
   libboost-graph-dev                                # Boost.Graph adapter
   openmpi-bin libopenmpi-dev                        # MPI transport (optional for users, tested here)
+  libsimgrid-dev                                    # SimGrid's SMPI: smpicxx, smpirun (SPARSEPUSH_SMPI, bench/net/simulate.sh)
   dataset-fashion-mnist                             # the data the training examples use
   libcli11-dev nlohmann-json3-dev gnuplot-nox        # sparsepush-train: options, summary, plot
+  iproute2 python3                                  # bench/net/testbed.sh: namespaces, tc, its probe
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,8 @@
 #   xtensor      sparsepush::xtensor      adapters/xtensor.hpp           xtensor 0.24
 #   boost_graph  sparsepush::boost_graph  adapters/boost_graph.hpp       Boost.Graph 1.74 (headers)
 #   data         sparsepush::data         data/idx.hpp                   zlib
-#   mpi          sparsepush::mpi          transport/mpi.hpp              MPI (the C API)
+#   mpi          sparsepush::mpi          transport/mpi.hpp              MPI (the C API); with SPARSEPUSH_SMPI
+#                                                                          set, SimGrid's SMPI (compiler smpicxx)
 # sparsepush_find_component(<name>) looks one up, quietly, and sets sparsepush_<name>_FOUND; the
 # target is defined only where the dependency is found, and a second call looks nothing up again.
 set(SPARSEPUSH_KNOWN_COMPONENTS eigen xtensor boost_graph data mpi)
@@ -52,6 +53,11 @@ macro(sparsepush_find_component _sparsepush_name)
       if(TARGET ZLIB::ZLIB)
         _sparsepush_add_component(data ZLIB::ZLIB)
       endif()
+    elseif("${_sparsepush_name}" STREQUAL "mpi" AND SPARSEPUSH_SMPI)
+      # SimGrid's SMPI: smpicxx, the compiler, brings SMPI's mpi.h and libsimgrid; the library then
+      # reads the simulated clock and sleeps in simulated time (clock.hpp)
+      _sparsepush_add_component(mpi)
+      target_compile_definitions(sparsepush_mpi INTERFACE SPARSEPUSH_SMPI)
     elseif("${_sparsepush_name}" STREQUAL "mpi")
       find_package(MPI QUIET COMPONENTS CXX)
       if(TARGET MPI::MPI_CXX)

@@ -3,7 +3,14 @@
 // metrics, checkpoints and MPI reductions are the library's trainer (sparsepush/train/); this file
 // is its command line and the Fashion-MNIST glue. Bad options exit with code 2, a diverging run
 // with code 3 and a message saying which knob to turn.
+#ifdef SPARSEPUSH_SMPI  // smpicxx makes exit(x) a macro (smpi_helpers.h), which CLI11's App::exit trips
+#pragma push_macro("exit")
+#undef exit
+#endif
 #include <CLI/CLI.hpp>
+#ifdef SPARSEPUSH_SMPI
+#pragma pop_macro("exit")
+#endif
 
 #include <algorithm>
 #include <charconv>
@@ -14,7 +21,6 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 #include <cstdlib>
 #include <cstring>
@@ -149,9 +155,9 @@ std::optional<int> parse(int argc, char** argv, train_config& c, CLI::App& app) 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return (app.exit)(e);  // parenthesized: never SMPI's exit(x) macro
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    (app.exit)(e);
     return 2;
   }
   // --precision and --bits: one training precision (0: full precision)
@@ -244,6 +250,16 @@ void check(train_config& c, const CLI::App& app, bool mpi, int rank, int ranks) 
   if (c.nodes < 2)
     throw sp::config_error("--nodes must be at least 2: one node has no one to gossip with, and its run would be "
                            "plain SGD (the library runs a single node that way; here use --nodes 2 or more)");
+#ifdef SPARSEPUSH_SMPI
+  // SMPI runs every rank as a simulated process on one host thread and times its computation with
+  // that thread's CPU clock: work on other threads would be missed, and only MPI runs are simulated
+  if (!mpi)
+    throw sp::config_error("this sparsepush-train is built for SimGrid's SMPI: run it under smpirun with --transport mpi");
+  if (app.count("--threads") == 0) c.threads = 1;  // the default here
+  if (c.threads != 1)
+    throw sp::config_error("--threads " + std::to_string(c.threads) + ": under SMPI each rank computes on one thread "
+                           "(SMPI times a rank by its thread's CPU clock); use --threads 1 and more ranks or nodes per rank");
+#endif
   if (mpi && static_cast<std::size_t>(ranks) > c.nodes)
     throw sp::config_error("--nodes " + std::to_string(c.nodes) + " on " + std::to_string(ranks) +
                            " MPI ranks: more ranks than nodes (every rank runs at least one node); start at most " +
@@ -422,7 +438,7 @@ std::string stragglers_text(const std::vector<straggler>& slow) {
 /// Load the data, build the nodes this process runs, train them, report. Returns the exit code.
 template <class Group, class Net>
 int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const sp::nn::model& net, Group& group,
-        Net* mpi_net, std::chrono::steady_clock::time_point t_start) {
+        Net* mpi_net, sp::run_clock::time_point t_start, std::chrono::steady_clock::time_point host_start) {
   const std::size_t in = net.input_size(), d = net.num_params(), n = c.nodes, first = group.first_node(),
                     local = group.local_nodes();
   const bool root = group.rank() == 0, scsp = c.algorithm == "scsp";
@@ -450,7 +466,7 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   std::vector<double> slowdown(n, 1.0);  // --straggler: each node's factor
   for (const straggler& st : c.stragglers) std::fill(slowdown.begin() + st.first, slowdown.begin() + st.last + 1, st.factor);
   backend.step = [&](std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> dir) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = sp::run_clock::now();
     scratch& s = work.at(w);  // this worker's buffers, sized at first use
     s.grad.resize(d), s.images.resize(c.batch * in), s.labels.resize(c.batch);
     shards[i].next_batch(c.batch, s.batch);
@@ -464,8 +480,8 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
     // a straggler (and --jitter): the step takes factor x its compute time, on the calling thread
     const double factor = slowdown[i] * (c.jitter > 1 ? 1 + (c.jitter - 1) * jitter_draw(c.seed, i, t) : 1.0);
     if (factor > 1) {
-      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
-      std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(took * (factor - 1)));
+      const std::chrono::duration<double> took = sp::run_clock::now() - t0;  // simulated under SMPI
+      sp::detail::pause_for(std::chrono::duration_cast<std::chrono::nanoseconds>(took * (factor - 1)));
     }
     return loss;
   };
@@ -613,11 +629,15 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   }
   if (tty) std::printf("\n");
   if (!root) return 0;
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  const auto summary = summary_json(c, res, net, n, rounds, train_rounds, final_rounds,
-                                    scsp && c.final_rounds == "auto" && c.drop_probability == 0 ? std::optional<double>(plan.bound)
-                                                                                               : std::nullopt,
-                                    epochs, group.ranks(), wall);
+  const double wall = std::chrono::duration<double>(sp::run_clock::now() - t_start).count();
+  auto summary = summary_json(c, res, net, n, rounds, train_rounds, final_rounds,
+                              scsp && c.final_rounds == "auto" && c.drop_probability == 0 ? std::optional<double>(plan.bound)
+                                                                                         : std::nullopt,
+                              epochs, group.ranks(), wall);
+  if constexpr (sp::simulated_clock) {  // the times above are SimGrid's simulated seconds; this is what simulating took
+    summary["clock"] = "simulated (SMPI)";
+    summary["host_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+  }
   std::printf("%s\n", summary.dump(2).c_str());
   // every output checked: a failure is exit 2 naming the file, after the results above
   if (!c.summary.empty())
@@ -634,6 +654,23 @@ int run(train_config& c, const run_plan& p, const sp::fashion_mnist& fm, const s
   for (const auto& why : failed_outputs) std::fprintf(stderr, "sparsepush-train: %s\n", why.c_str());
   return failed_outputs.empty() ? 0 : 2;
 }
+
+#ifdef SPARSEPUSH_SMPI
+/// The data set of `dir`, loaded once per host process: SMPI runs every rank in one process, and a
+/// copy per rank (220 MB of floats) would not fit beyond a few hundred ranks. The first rank to ask
+/// loads it; the others find it in SMPI's registry of shared calls, which lives in libsimgrid and so
+/// is not privatized (smpi/privatization:dlopen gives every rank its own copy of this program's
+/// statics, so a static here would be loaded once per rank). Read-only; kept to the end of the
+/// simulation. Ranks run one at a time between MPI calls, so no two load it at once.
+const sp::fashion_mnist& shared_fashion_mnist(const std::string& dir) {
+  const std::string key = std::filesystem::absolute(dir).lexically_normal().string();
+  if (smpi_shared_known_call("sparsepush_fashion_mnist", key.c_str()))
+    return *static_cast<const sp::fashion_mnist*>(smpi_shared_get_call("sparsepush_fashion_mnist", key.c_str()));
+  auto* fm = new sp::fashion_mnist(sp::load_fashion_mnist(dir));  // a throw registers nothing: each rank reports it
+  smpi_shared_set_call("sparsepush_fashion_mnist", key.c_str(), fm);
+  return *fm;
+}
+#endif
 
 #ifdef SPARSEPUSH_HAS_MPI
 /// Every rank says whether its checks passed, before any other collective: the ranks that failed,
@@ -655,7 +692,7 @@ std::vector<int> failed_ranks(bool ok, int ranks, double timeout) {
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    sp::detail::pause_for(std::chrono::milliseconds(1));  // simulated time under SMPI
   }
   std::vector<int> failed;
   for (int r = 0; r < ranks; ++r)
@@ -667,7 +704,8 @@ std::vector<int> failed_ranks(bool ok, int ranks, double timeout) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto t_start = std::chrono::steady_clock::now();
+  const auto t_start = sp::run_clock::now();  // under SMPI: the simulated clock
+  const auto host_start = std::chrono::steady_clock::now();
   train_config c;
   CLI::App app{"sparsepush-train: decentralized training on Fashion-MNIST with Sparse-Push, SCSP and baselines"};
   try {
@@ -689,7 +727,8 @@ int main(int argc, char** argv) {
     ~mpi_session() { if (on) MPI_Finalize(); }
   } session{mpi && MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS};
   if (session.on) { MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &ranks); }
-  if (session.on && provided < MPI_THREAD_FUNNELED) {
+  // SMPI gives MPI_THREAD_SINGLE: its ranks compute on their one thread (--threads 1, checked)
+  if (session.on && provided < (sp::simulated_clock ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED)) {
     if (rank == 0) std::fprintf(stderr, "sparsepush-train: --transport mpi needs MPI_THREAD_FUNNELED; this MPI gives less\n");
     return 2;
   }
@@ -713,12 +752,17 @@ int main(int argc, char** argv) {
   // 0), the data and the model. Under MPI the ranks then agree: one rank's failure stops them all
   // with exit code 2, the error printed once (rank 0's, or the failing ranks' own).
   std::string why;
-  std::optional<sp::fashion_mnist> fm;
+  const sp::fashion_mnist* fm = nullptr;  // this process's copy, or under SMPI the copy every rank shares
+  std::optional<sp::fashion_mnist> own_data;
   std::optional<sp::nn::model> net;
   run_plan plan;
   try {
     check(c, app, mpi, rank, ranks);
-    fm = sp::load_fashion_mnist(c.data);
+#ifdef SPARSEPUSH_SMPI
+    fm = &shared_fashion_mnist(c.data);
+#else
+    fm = &own_data.emplace(sp::load_fashion_mnist(c.data));
+#endif
     net = sp::nn::model::make(c.model, 1, fm->train.rows, fm->train.cols, 10);
     plan = plan_run(c, *fm);
   } catch (const std::bad_alloc&) {
@@ -753,11 +797,11 @@ int main(int argc, char** argv) {
                               sp::mpi_options{std::chrono::milliseconds(static_cast<long>(c.mpi_timeout * 1000)), c.drop_probability, c.seed,
                                               c.policy});
       sp::mpi_process_group group(mpi_net);
-      return run(c, plan, *fm, *net, group, &mpi_net, t_start);
+      return run(c, plan, *fm, *net, group, &mpi_net, t_start, host_start);
     }
 #endif
     sp::single_process group(c.nodes);
-    return run<sp::single_process, void>(c, plan, *fm, *net, group, nullptr, t_start);
+    return run<sp::single_process, void>(c, plan, *fm, *net, group, nullptr, t_start, host_start);
   } catch (const std::bad_alloc&) {  // a message and exit code 2, never an abort
     std::fprintf(stderr, "%sout of memory (fewer --nodes, a smaller --model or --batch)\n", prefix.c_str());
     return fail(2);

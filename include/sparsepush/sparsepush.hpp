@@ -4,6 +4,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "clock.hpp"
 #include "tensor.hpp"
 #include "wire.hpp"
 #include "message.hpp"

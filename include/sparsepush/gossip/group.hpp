@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../algorithm/metrics.hpp"
+#include "../clock.hpp"
 #include "../detail/thread_pool.hpp"
 #include "../topology/schedule.hpp"
 #include "../transport/loopback.hpp"
@@ -232,9 +233,9 @@ class push_sum_group {
         },
         [&](std::size_t i, auto& ep) { nodes_[i].post(ep, t, cols_[i]); },
         [&](std::size_t i, auto& ep) {
-          const auto c0 = std::chrono::steady_clock::now();
+          const auto c0 = run_clock::now();
           nodes_[i].collect(ep, t, rows_[i]);
-          wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+          wait_seconds_ += std::chrono::duration<double>(run_clock::now() - c0).count();
         },
         [&](std::size_t i, std::size_t w) { nodes_[i].mix(st.eta, nodes_[i].self_share(cols_[i]), blocks_[w]); });
   }
@@ -312,7 +313,7 @@ class push_sum_group {
             }
         }
       }
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = run_clock::now();
       for (std::size_t i = 0; i < n; ++i) {
         auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
         // what was posted (a node behind may not have sent what this one expects from it yet: that
@@ -329,7 +330,7 @@ class push_sum_group {
                                   " after its take");
         early_[i].insert(early_[i].end(), ahead_[i].begin(), ahead_[i].end());
       }
-      wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      wait_seconds_ += std::chrono::duration<double>(run_clock::now() - t0).count();
       const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
       mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
       if constexpr (requires { net.finish_sends(); }) net.finish_sends();
@@ -538,7 +539,7 @@ class push_sum_group {
       for (const auto& e : rows_[i])
         if (e.from != me && !lost_on(net, {.round = t, .from = e.from, .to = me})) expect(i, {t, e.from});
     }
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = run_clock::now();
     std::uint32_t upto = 0, through = 0;
     const wait_policy rule = st.wait_all ? wait_policy{} : opt_.policy;
     bool takes = rule.mixes_through(t, upto);
@@ -558,7 +559,7 @@ class push_sum_group {
       nodes_[i].take(ep, now, upto, must_, expected_[i]);
       settle(sched, i, t, ("round " + std::to_string(t)).c_str());
     }
-    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    wait_seconds_ += std::chrono::duration<double>(run_clock::now() - t0).count();
     if (!takes)
       for (std::size_t i = 0; i < n; ++i) nodes_[i].clear_received();
     mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(st.eta, t, blocks_[w]); });

@@ -37,7 +37,7 @@ class mpi_process_group {
     from_last_ = "the averaged model's broadcast from rank " + std::to_string(last);
     layout_.resize(2 * static_cast<std::size_t>(net.ranks()));
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Comm_idup(net.comm(), &comm_, &req), "MPI_Comm_idup");
+    check(detail::mpi_comm_idup(net.comm(), &comm_, &req), "MPI_Comm_idup");
     net.wait(req, "the duplication of the process group's communicator (MPI_Comm_idup; every rank must build "
                   "its mpi_process_group)");
     mine_layout_[0] = static_cast<int>(net.first_node());

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../algorithm/trainer.hpp"
+#include "../clock.hpp"
 #include "checkpoints.hpp"
 #include "evaluate.hpp"
 #include "process_group.hpp"
@@ -78,7 +79,7 @@ struct trainer_options {
   /// the directory still holds (the one before the latest, or one a run resumed from), not newer
   /// than the manifest's.
   std::uint32_t resume_round = 0;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();  ///< for wall_seconds
+  run_clock::time_point start = run_clock::now();  ///< for wall_seconds (simulated seconds under SMPI)
   /// How evaluations sum the models over the processes (evaluate.hpp): ordered (the bits of one
   /// process) or allreduce (fewer bytes on a slow link).
   sparsepush::eval_reduction eval_reduction = sparsepush::eval_reduction::ordered;
@@ -233,7 +234,7 @@ class trainer {
   /// returns or throws.
   template <class A>
   train_result run(A& alg) {
-    using clock = std::chrono::steady_clock;
+    using clock = run_clock;
     struct unlock_at_end {
       trainer* t;
       ~unlock_at_end() { t->release_locks(); }
@@ -332,7 +333,7 @@ class trainer {
   template <class A>
   bool after_round(A& alg, std::uint32_t t, bool evaluates, bool checkpoints, bool last, round_status& st,
                    train_result& res, std::uint32_t& ckpt_prev) {
-    using clock = std::chrono::steady_clock;
+    using clock = run_clock;
     // one process knows every loss; several gather them only where they meet anyway (no
     // collective inside a round), keeping the first round's until then
     st.loss_known = group_->ranks() == 1 || evaluates || checkpoints;
@@ -380,7 +381,7 @@ class trainer {
   /// after training.
   template <class A>
   void run_asynchronous(A& alg, train_result& res, round_status& st, std::uint32_t& ckpt_prev) {
-    using clock = std::chrono::steady_clock;
+    using clock = run_clock;
     const std::uint64_t n = group_->total_nodes(), ln = group_->local_nodes();
     const std::uint64_t budget = n * opt_.train_rounds;
     const std::uint64_t eval_steps = n * opt_.eval_every, ckpt_steps = n * opt_.checkpoint_every;

@@ -28,7 +28,8 @@
 //    by what arrives between a node's takes, not by W: a receiver that takes only rounds <= its
 //    own while its senders run ahead keeps their later rounds (see largest_pending()).
 // Waiting blocks, it does not poll: every wait loop tests, then sleeps with a backoff (20 us,
-// doubling up to 1 ms), its deadline taken from MPI_Wtime. MPI errors are returned
+// doubling up to 1 ms), its deadline taken from MPI_Wtime (under SimGrid's SMPI both are simulated
+// time: clock.hpp; there the duplications block, see mpi_comm_idup). MPI errors are returned
 // (MPI_ERRORS_RETURN on a private duplicate of the communicator) and thrown as mpi_error naming the
 // rank, round and peer; a missing envelope becomes a transport_error after a timeout. Every wait
 // on other ranks has that timeout: the communicator's duplication (MPI_Comm_idup), agree(),
@@ -47,9 +48,9 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "../clock.hpp"
 #include "../gossip/policy.hpp"
 #include "endpoint.hpp"
 
@@ -99,7 +100,7 @@ namespace detail {
 class mpi_backoff {
  public:
   void pause() {
-    std::this_thread::sleep_for(std::chrono::microseconds(us_));
+    pause_for(std::chrono::microseconds(us_));
     us_ = std::min(2 * us_, max_us);
   }
   void reset() noexcept { us_ = min_us; }
@@ -108,6 +109,47 @@ class mpi_backoff {
   static constexpr long min_us = 20, max_us = 1000;
   long us_ = min_us;
 };
+
+// SimGrid's SMPI (3.32, and its later versions too) has neither MPI_Comm_idup nor the matched probe
+// (MPI_Improbe, MPI_Mrecv, MPI_Imrecv). There the duplication blocks (a rank that never arrives is
+// a deadlock, which SimGrid reports and ends), and a probe is followed by a receive from the probed
+// source and tag: a rank is one simulated process on one thread, no other receive runs in between,
+// and messages of one source and tag do not overtake, so the receive takes the probed message. A
+// real MPI calls the MPI-3 functions themselves.
+inline int mpi_comm_idup(MPI_Comm comm, MPI_Comm* out, MPI_Request* req) {
+#ifdef SPARSEPUSH_SMPI
+  *req = MPI_REQUEST_NULL;  // complete: a wait on it returns at once
+  return MPI_Comm_dup(comm, out);
+#else
+  return MPI_Comm_idup(comm, out, req);
+#endif
+}
+/// A matched probe; `st` keeps the source and tag that mpi_mrecv / mpi_imrecv need under SMPI.
+inline int mpi_improbe(int src, int tag, MPI_Comm comm, int* flag, MPI_Message* msg, MPI_Status* st) {
+#ifdef SPARSEPUSH_SMPI
+  *msg = MPI_MESSAGE_NULL;
+  return MPI_Iprobe(src, tag, comm, flag, st);
+#else
+  return MPI_Improbe(src, tag, comm, flag, msg, st);
+#endif
+}
+inline int mpi_mrecv(void* buf, int count, MPI_Message* msg, MPI_Status* st, [[maybe_unused]] MPI_Comm comm) {
+#ifdef SPARSEPUSH_SMPI
+  (void)msg;
+  return MPI_Recv(buf, count, MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, comm, st);
+#else
+  return MPI_Mrecv(buf, count, MPI_BYTE, msg, st);
+#endif
+}
+inline int mpi_imrecv(void* buf, int count, MPI_Message* msg, MPI_Request* req, [[maybe_unused]] const MPI_Status& probed,
+                      [[maybe_unused]] MPI_Comm comm) {
+#ifdef SPARSEPUSH_SMPI
+  (void)msg;
+  return MPI_Irecv(buf, count, MPI_BYTE, probed.MPI_SOURCE, probed.MPI_TAG, comm, req);
+#else
+  return MPI_Imrecv(buf, count, MPI_BYTE, msg, req);
+#endif
+}
 }  // namespace detail
 
 /// Node `node`'s endpoint on an MPI network (a handle; the network must outlive it).
@@ -149,7 +191,7 @@ class mpi_network : public network_accounting {
           ", blocks of " + std::to_string(block_max_) + " nodes per rank) tell only " + std::to_string(rounds_mod_) +
           " rounds apart; use a smaller window or more ranks");
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Comm_idup(comm, &comm_, &req), "MPI_Comm_idup", -1, -1);
+    check(detail::mpi_comm_idup(comm, &comm_, &req), "MPI_Comm_idup", -1, -1);
     wait(req, "the duplication of the network's communicator (MPI_Comm_idup; every rank must build its mpi_network)");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
@@ -428,14 +470,14 @@ class mpi_network : public network_accounting {
         int flag = 0;
         MPI_Message msg;
         MPI_Status st;
-        check(MPI_Improbe(src, my_tag, comm_, &flag, &msg, &st), "MPI_Improbe", round, src, w.from, to);
+        check(detail::mpi_improbe(src, my_tag, comm_, &flag, &msg, &st), "MPI_Improbe", round, src, w.from, to);
         if (!flag) continue;
         any = true;
         const auto t0 = clock::now();
         int count = 0;
         MPI_Get_count(&st, MPI_BYTE, &count);
         rx_.resize(static_cast<std::size_t>(count));
-        check(MPI_Mrecv(rx_.data(), count, MPI_BYTE, &msg, &st), "MPI_Mrecv", round, src, w.from, to);
+        check(detail::mpi_mrecv(rx_.data(), count, &msg, &st, comm_), "MPI_Mrecv", round, src, w.from, to);
         const auto t1 = clock::now();
         const double rx_s = std::chrono::duration<double>(t1 - t0).count();
         timing_.receive += rx_s;
@@ -642,7 +684,7 @@ class mpi_network : public network_accounting {
       int flag = 0;
       MPI_Message msg = MPI_MESSAGE_NULL;
       MPI_Status st;
-      check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &msg, &st), "MPI_Improbe", -1, -1);
+      check(detail::mpi_improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &msg, &st), "MPI_Improbe", -1, -1);
       if (!flag) break;
       const auto t0 = clock::now();
       int count = 0;
@@ -658,7 +700,7 @@ class mpi_network : public network_accounting {
       r.buf.resize(static_cast<std::size_t>(count));
       r.src = st.MPI_SOURCE;
       r.tag = st.MPI_TAG;
-      check(MPI_Imrecv(r.buf.data(), count, MPI_BYTE, &msg, &r.req), "MPI_Imrecv", -1, r.src);
+      check(detail::mpi_imrecv(r.buf.data(), count, &msg, &r.req, st, comm_), "MPI_Imrecv", -1, r.src);
       const double rx_s = seconds_since(t0);
       timing_.receive += rx_s;
       busy_ += rx_s;
@@ -878,7 +920,7 @@ class mpi_network : public network_accounting {
     return now == all_rounds ? std::string("the drain") : "round " + std::to_string(now);
   }
 
-  using clock = std::chrono::steady_clock;
+  using clock = run_clock;
   struct send {
     std::vector<std::byte> frame;
     MPI_Request req = MPI_REQUEST_NULL;
