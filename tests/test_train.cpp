@@ -332,7 +332,7 @@ struct posing_group {
 static_assert(sp::process_group<posing_group>);
 }  // namespace
 
-TEST_CASE("trainer: eval_reduction::allreduce evaluates the double mean of the models; the node accuracies "
+TEST_CASE("trainer: eval_reduction::allreduce evaluates the double mean of the models, and the node accuracies "
           "are ordered's", "[train]") {
   sp::single_process group(6);
   auto alg = make_sp(), alg_ordered = make_sp();
