@@ -105,9 +105,12 @@ class mpi_process_group {
   void sum_in_place(std::span<double> v,
                     std::string_view what = "the allreduce of the averaged model (eval_reduction::allreduce)") const {
     usable();
-    reduced_.assign(v.begin(), v.end());  // a member: a late rank may still write it after a timeout
+    // members: a late rank may still write them after a timeout. Two buffers, not MPI_IN_PLACE:
+    // SimGrid's SMPI 3.32 summed an in-place vector of 235,146 doubles wrongly (inf).
+    reduce_in_.assign(v.begin(), v.end());
+    reduced_.resize(v.size());
     MPI_Request req = MPI_REQUEST_NULL;
-    run(MPI_Iallreduce(MPI_IN_PLACE, reduced_.data(), count(reduced_.size()), MPI_DOUBLE, MPI_SUM, comm_, &req),
+    run(MPI_Iallreduce(reduce_in_.data(), reduced_.data(), count(reduced_.size()), MPI_DOUBLE, MPI_SUM, comm_, &req),
         "MPI_Iallreduce", req, what);
     std::copy(reduced_.begin(), reduced_.end(), v.begin());
   }
@@ -243,7 +246,7 @@ class mpi_process_group {
   std::string from_prev_, to_next_, from_last_;  ///< ordered_sum's waits, named once
   // The buffers of the collectives are members, not locals: one that timed out cannot be
   // cancelled and may still be written when the late rank arrives.
-  mutable std::vector<double> gathered_, sent_, reduced_;
+  mutable std::vector<double> gathered_, sent_, reduce_in_, reduced_;
   mutable unsigned long long sum_in_ = 0, sum_out_ = 0;
   mutable double bcast_d_ = 0;
   mutable std::uint32_t bcast_u_ = 0;
