@@ -679,9 +679,10 @@ std::vector<int> failed_ranks(bool ok, int ranks, double timeout) {
   const int mine = ok ? 1 : 0;
   std::vector<int> all(static_cast<std::size_t>(ranks));
   MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Iallgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+  sp::detail::mpi_iallgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD, &req, true);  // SMPI: blocks
   const double deadline = MPI_Wtime() + timeout;
-  for (int done = 0; !done;) {
+  // done at once where the gather blocked (SMPI's MPI_Test leaves the flag of a null request unset)
+  for (int done = req == MPI_REQUEST_NULL; !done;) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (done) break;
     if (MPI_Wtime() > deadline) {

@@ -134,8 +134,11 @@ for ((h = 0; h < hosts; h++)); do echo "node-$h"; done > "$hostfile"
 # SMPI injects a growing sleep into every failed MPI_Test/MPI_Iprobe (1e-4 s x the count, by
 # default); the library's wait loops already sleep (in simulated time) between tests, so a test
 # costs a fixed microsecond here instead.
+# SMPI's default collectives post a message to every rank and wait on them all, which takes the
+# host minutes per collective at 256 ranks: the MPICH selector picks MPICH's algorithms instead.
 smpi_cfg=(--cfg=smpi/host-speed:"$host_speed" --cfg=smpi/test:1e-6 --cfg=smpi/iprobe:1e-6
-          --cfg=smpi/grow-injected-times:no --log=xbt_cfg.thres:warning --log=smpi_config.thres:error)
+          --cfg=smpi/grow-injected-times:no --cfg=smpi/coll-selector:mpich
+          --log=xbt_cfg.thres:warning --log=smpi_config.thres:error)
 [ "$factors" = nominal ] && smpi_cfg+=(--cfg=smpi/lat-factor:0:1 --cfg=smpi/bw-factor:0:1)
 smpi_cfg+=("${cfgs[@]}")
 rm -f "$out/summary.json" "$out/log.csv"

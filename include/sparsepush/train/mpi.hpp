@@ -42,7 +42,7 @@ class mpi_process_group {
                   "its mpi_process_group)");
     mine_layout_[0] = static_cast<int>(net.first_node());
     mine_layout_[1] = static_cast<int>(net.local_nodes());
-    run(MPI_Iallgather(mine_layout_, 2, MPI_INT, layout_.data(), 2, MPI_INT, comm_, &req), "MPI_Iallgather", req,
+    run(detail::mpi_iallgather(mine_layout_, 2, MPI_INT, layout_.data(), 2, MPI_INT, comm_, &req, !net.deferred()), "MPI_Iallgather", req,
         "the process group's exchange of node blocks");
     for (int q = 0; q <= last; ++q) {
       displs_.push_back(layout_[2 * static_cast<std::size_t>(q)]);
@@ -73,8 +73,8 @@ class mpi_process_group {
     usable();
     sent_.assign(mine.begin(), mine.end());  // the caller's span may be gone when a late rank arrives
     MPI_Request req = MPI_REQUEST_NULL;
-    run(MPI_Iallgatherv(sent_.data(), static_cast<int>(sent_.size()), MPI_DOUBLE, gathered_.data(), counts_.data(),
-                        displs_.data(), MPI_DOUBLE, comm_, &req),
+    run(detail::mpi_iallgatherv(sent_.data(), static_cast<int>(sent_.size()), MPI_DOUBLE, gathered_.data(), counts_.data(),
+                                displs_.data(), MPI_DOUBLE, comm_, &req, !net_->deferred()),
         "MPI_Iallgatherv", req, what);
     return gathered_;
   }
@@ -82,21 +82,22 @@ class mpi_process_group {
     usable();
     sum_in_ = v;
     MPI_Request req = MPI_REQUEST_NULL;
-    run(MPI_Iallreduce(&sum_in_, &sum_out_, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_, &req), "MPI_Iallreduce", req, what);
+    run(detail::mpi_iallreduce(&sum_in_, &sum_out_, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm_, &req, !net_->deferred()),
+        "MPI_Iallreduce", req, what);
     return sum_out_;
   }
   double broadcast(double v, std::string_view what = "the broadcast of rank 0's value (the averaged model's accuracy)") const {
     usable();
     bcast_d_ = v;
     MPI_Request req = MPI_REQUEST_NULL;
-    run(MPI_Ibcast(&bcast_d_, 1, MPI_DOUBLE, 0, comm_, &req), "MPI_Ibcast", req, what);
+    run(detail::mpi_ibcast(&bcast_d_, 1, MPI_DOUBLE, 0, comm_, &req, !net_->deferred()), "MPI_Ibcast", req, what);
     return bcast_d_;
   }
   std::uint32_t broadcast(std::uint32_t v, std::string_view what = "the broadcast of rank 0's round (resume)") const {
     usable();
     bcast_u_ = v;
     MPI_Request req = MPI_REQUEST_NULL;
-    run(MPI_Ibcast(&bcast_u_, 1, MPI_UINT32_T, 0, comm_, &req), "MPI_Ibcast", req, what);
+    run(detail::mpi_ibcast(&bcast_u_, 1, MPI_UINT32_T, 0, comm_, &req, !net_->deferred()), "MPI_Ibcast", req, what);
     return bcast_u_;
   }
   /// The element-wise sum of v over the ranks, in place (MPI_Iallreduce; the order of the
@@ -110,7 +111,8 @@ class mpi_process_group {
     reduce_in_.assign(v.begin(), v.end());
     reduced_.resize(v.size());
     MPI_Request req = MPI_REQUEST_NULL;
-    run(MPI_Iallreduce(reduce_in_.data(), reduced_.data(), count(reduced_.size()), MPI_DOUBLE, MPI_SUM, comm_, &req),
+    run(detail::mpi_iallreduce(reduce_in_.data(), reduced_.data(), count(reduced_.size()), MPI_DOUBLE, MPI_SUM, comm_,
+                               &req, !net_->deferred()),
         "MPI_Iallreduce", req, what);
     std::copy(reduced_.begin(), reduced_.end(), v.begin());
   }
@@ -133,8 +135,8 @@ class mpi_process_group {
       check_or_cancel(MPI_Isend(ad.data(), nd, MPI_DOUBLE, r + 1, 1, comm_, &two[1]), "MPI_Isend", two);
       wait_or_cancel(two, to_next_);
     }
-    check(MPI_Ibcast(af.data(), nf, MPI_FLOAT, last, comm_, &two[0]), "MPI_Ibcast");
-    if (const int rc = MPI_Ibcast(ad.data(), nd, MPI_DOUBLE, last, comm_, &two[1]); rc != MPI_SUCCESS) {
+    check(detail::mpi_ibcast(af.data(), nf, MPI_FLOAT, last, comm_, &two[0], !net_->deferred()), "MPI_Ibcast");
+    if (const int rc = detail::mpi_ibcast(ad.data(), nd, MPI_DOUBLE, last, comm_, &two[1], !net_->deferred()); rc != MPI_SUCCESS) {
       broken_ = from_last_;  // the first broadcast is posted: the ranks are out of step
       check(rc, "MPI_Ibcast");
     }

@@ -124,6 +124,48 @@ inline int mpi_comm_idup(MPI_Comm comm, MPI_Comm* out, MPI_Request* req) {
   return MPI_Comm_idup(comm, out, req);
 #endif
 }
+// SMPI's nonblocking collectives send to and test every rank (host time quadratic in the ranks:
+// minutes per collective at 256). Under SMPI a collective that may block (`block`: a lockstep
+// network, which receives nothing while it waits) runs its blocking form and completes `req`.
+inline int mpi_iallgather(const void* in, int n_in, MPI_Datatype t_in, void* out, int n_out, MPI_Datatype t_out,
+                          MPI_Comm comm, MPI_Request* req, [[maybe_unused]] bool block) {
+#ifdef SPARSEPUSH_SMPI
+  if (block) {
+    *req = MPI_REQUEST_NULL;
+    return MPI_Allgather(in, n_in, t_in, out, n_out, t_out, comm);
+  }
+#endif
+  return MPI_Iallgather(in, n_in, t_in, out, n_out, t_out, comm, req);
+}
+inline int mpi_iallgatherv(const void* in, int n_in, MPI_Datatype t_in, void* out, const int* counts, const int* displs,
+                           MPI_Datatype t_out, MPI_Comm comm, MPI_Request* req, [[maybe_unused]] bool block) {
+#ifdef SPARSEPUSH_SMPI
+  if (block) {
+    *req = MPI_REQUEST_NULL;
+    return MPI_Allgatherv(in, n_in, t_in, out, counts, displs, t_out, comm);
+  }
+#endif
+  return MPI_Iallgatherv(in, n_in, t_in, out, counts, displs, t_out, comm, req);
+}
+inline int mpi_iallreduce(const void* in, void* out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Request* req,
+                          [[maybe_unused]] bool block) {
+#ifdef SPARSEPUSH_SMPI
+  if (block) {
+    *req = MPI_REQUEST_NULL;
+    return MPI_Allreduce(in, out, n, t, op, comm);
+  }
+#endif
+  return MPI_Iallreduce(in, out, n, t, op, comm, req);
+}
+inline int mpi_ibcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm comm, MPI_Request* req, [[maybe_unused]] bool block) {
+#ifdef SPARSEPUSH_SMPI
+  if (block) {
+    *req = MPI_REQUEST_NULL;
+    return MPI_Bcast(buf, n, t, root, comm);
+  }
+#endif
+  return MPI_Ibcast(buf, n, t, root, comm, req);
+}
 /// A matched probe; `st` keeps the source and tag that mpi_mrecv / mpi_imrecv need under SMPI.
 inline int mpi_improbe(int src, int tag, MPI_Comm comm, int* flag, MPI_Message* msg, MPI_Status* st) {
 #ifdef SPARSEPUSH_SMPI
@@ -252,7 +294,7 @@ class mpi_network : public network_accounting {
     auto& all = agree_all_;
     all.assign(static_cast<std::size_t>(size_), 0);
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Iallgather(&agree_mine_, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req), "MPI_Iallgather", -1,
+    check(detail::mpi_iallgather(&agree_mine_, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req, !deferred_), "MPI_Iallgather", -1,
           -1);
     wait(req, "the settings handshake");
     std::string differ;
@@ -320,6 +362,16 @@ class mpi_network : public network_accounting {
   /// waits (a peer blocked on its window to this rank proceeds). Allocates nothing unless it
   /// throws or receives an envelope beyond the buffers of earlier rounds.
   void wait(std::span<MPI_Request> reqs, std::string_view what) {
+#ifdef SPARSEPUSH_SMPI
+    // Under SMPI a lockstep wait, which receives nothing meanwhile, blocks: every poll is a context
+    // switch of the simulator, and polls every millisecond of simulated time on every rank cost more
+    // host time than the run (the evaluations' collectives over hundreds of ranks). A rank that never
+    // arrives is a deadlock, which SimGrid reports and ends.
+    if (!deferred_) {
+      check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", -1, -1);
+      return;
+    }
+#endif
     const double t0 = MPI_Wtime(), limit = timeout_seconds();
     detail::mpi_backoff pause;
     for (;;) {
