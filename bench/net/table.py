@@ -43,7 +43,7 @@ for line in open(os.path.join(out, "runs.txt")):
                      node_acc=s["avg_test_accuracy"], wall=s["wall_seconds"], train=s["train_seconds"],
                      eval=s["eval_seconds"], reduce=s.get("eval_reduce", "ordered"),
                      outside=(s["wall_seconds"] - s["train_seconds"]) / s["train_seconds"],
-                     final_rounds=s["final_rounds"] if config.startswith("scsp") else 0, mb=s["bytes_per_node"] / 1e6, host=float(host_s)))
+                     rounds=s["rounds"], final_rounds=s["final_rounds"] if config.startswith("scsp") else 0, mb=s["bytes_per_node"] / 1e6, host=float(host_s)))
 
 machine = open(os.path.join(out, "machine.txt")).read().strip().lstrip("# ")
 # SCSP's final rounds, priced: its training seconds less its training rounds at the SP top-1%
@@ -53,8 +53,7 @@ for r in rows:
     r["final_phase"] = None
     key = (r["rate"], r["skew"], r["policy"])
     if r["final_rounds"] and key in sp_ms:
-        rounds = r["train"] * 1000 / r["ms"]
-        r["final_phase"] = r["train"] - (rounds - r["final_rounds"]) * sp_ms[key] / 1000
+        r["final_phase"] = r["train"] - (r["rounds"] - r["final_rounds"]) * sp_ms[key] / 1000
 
 reduces = sorted({r["reduce"] for r in rows})
 print(f"Testbed: {hosts} hosts (network namespaces, tbf on each uplink), {nodes} nodes, {model}, "

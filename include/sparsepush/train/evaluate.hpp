@@ -38,7 +38,6 @@ inline namespace v0 {
 ///   faster; the last bits of the averaged model and of the divergence depend on the number of
 ///   processes (and differ from ordered's), the node accuracies do not.
 enum class eval_reduction { ordered, allreduce };
-inline std::string to_string(eval_reduction r) { return r == eval_reduction::ordered ? "ordered" : "allreduce"; }
 
 /// The metrics of the models at one evaluation.
 struct evaluation {

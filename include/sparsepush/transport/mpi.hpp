@@ -1059,20 +1059,26 @@ class mpi_network : public network_accounting {
   /// has posted the next), so that how long peers take to receive does not decide when a round
   /// allocates. Frames are kept at the largest size seen (a new phase grows them once).
   void reserve_sends(std::size_t edges, std::size_t bound) {
-    const std::size_t want = 3 * local_ * std::max<std::size_t>(edges, 1);
-    if (sends_.capacity() < std::max(want, sends_.size() + edges) || spare_.capacity() < want || bound > frame_cap_ ||
-        frames_ < want)
-      ++growths_;
-    if (sends_.capacity() < std::max(want, sends_.size() + edges)) sends_.reserve(std::max(want, sends_.size() + edges));
-    if (spare_.capacity() < want) spare_.reserve(want);
+    const std::size_t want = 3 * local_ * std::max<std::size_t>(edges, 1), need = std::max(want, sends_.size() + edges);
+    bool grew = false;  // buffer_growths(): one growth however many of these grow
+    if (sends_.capacity() < need) {
+      sends_.reserve(need);
+      grew = true;
+    }
+    if (spare_.capacity() < want) {
+      spare_.reserve(want);
+      grew = true;
+    }
     if (bound > frame_cap_) {
       frame_cap_ = bound;
       for (auto& f : spare_) f.reserve(frame_cap_);
+      grew = true;
     }
-    while (frames_ < want) {
+    for (; frames_ < want; ++frames_) {
       spare_.emplace_back().reserve(frame_cap_);
-      ++frames_;
+      grew = true;
     }
+    growths_ += grew;
   }
   std::vector<std::byte> spare_frame() {
     if (spare_.empty()) return {};
