@@ -14,6 +14,8 @@ packages=(
   dataset-fashion-mnist                             # the data the training examples use
   libcli11-dev nlohmann-json3-dev gnuplot-nox        # sparsepush-train: options, summary, plot
   iproute2 python3                                  # bench/net/testbed.sh: namespaces, tc, its probe
+  python3-dev pybind11-dev libdlpack-dev            # the Python module (python/)
+  python3-numpy python3-pytest python3-mpi4py python3-torch  # its tests and examples/python/train_torch.py
 )
 missing=()
 for p in "${packages[@]}"; do
