@@ -1,5 +1,6 @@
 # python_import_after_install: install the project to PREFIX, then import the module from there
 # (PYTHONPATH=PREFIX/DIR) and from the build tree (MODULE_DIR), each printing VERSION.
+cmake_minimum_required(VERSION 3.20)  # today's policies (list() keeps empty elements)
 file(REMOVE_RECURSE ${PREFIX})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${PREFIX} RESULT_VARIABLE rc OUTPUT_QUIET)
 if(NOT rc EQUAL 0)
