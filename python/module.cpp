@@ -321,13 +321,15 @@ struct py_group {
   sp::wait_policy policy;
 };
 
-const char* const round_doc = R"doc(round(t, schedule, compressor, endpoint, eta=1.0, direction=None, gamma=0.0, feedback=True)
+const char* const round_doc = R"doc(round(t, schedule, compressor, endpoint, eta=1.0, direction=None, gamma=0.0, feedback=True, fresh_residual=False)
 
 One push-sum round t of this node (ALGORITHMS.md, Sparse-Push steps 1-3), in lockstep:
 
   1. local step   x_i <- x_i - gamma * direction          (when direction is given)
   2. compress     v_i = x_i + e_i;  q_i = C(v_i);  e_i <- v_i - q_i
-                  (feedback=False: q_i = C(x_i), e_i untouched)
+                  (feedback=False: q_i = C(x_i), e_i untouched; fresh_residual=True:
+                  e_i <- 0 first, as a phase that starts its own residual, e.g. SCSP's
+                  compressed final rounds)
   3. post         (i, W[r][i], u_i, q_i) to every out-neighbour r of round t
   4. collect      round t's envelopes from exactly the in-neighbours
   5. mix          x_i <- x_i + eta * (sum_{j in in(i) + {i}} W_ij q_j - q_i)
@@ -692,7 +694,7 @@ round (the node keeps x alive). u_i starts at 1. seed keys the compressors' rand
 Raises ValueError for a buffer of the wrong kind, NonFiniteError for a NaN/Inf in x.)doc")
       .def("round",
            [](py_node& self, std::uint32_t t, const py_schedule& s, const py_compressor& c, py_endpoint& ep, double eta,
-              py::object direction, double gamma, bool feedback) {
+              py::object direction, double gamma, bool feedback, bool fresh_residual) {
              busy_guard g(self.busy, self.who());
              std::optional<held_buffer> dir;
              if (!direction.is_none()) dir = take_buffer(direction, "direction", false, self.x.type);
@@ -702,7 +704,7 @@ Raises ValueError for a buffer of the wrong kind, NonFiniteError for a NaN/Inf i
                    using T = typename N::value_type;
                    check_round_parts(n->id(), s, ep, t);
                    typename N::step st{eta, dir ? std::span<const T>(dir->span<T>()) : std::span<const T>(), gamma,
-                                       feedback, false};
+                                       feedback, fresh_residual};
                    if (dir && dir->size != n->dim())
                      throw sp::size_error("round " + std::to_string(t) + ", node " + std::to_string(n->id()) +
                                           ": direction has " + std::to_string(dir->size) + " elements, the model has " +
@@ -713,7 +715,8 @@ Raises ValueError for a buffer of the wrong kind, NonFiniteError for a NaN/Inf i
                  self.node);
            },
            py::arg("t"), py::arg("schedule"), py::arg("compressor"), py::arg("endpoint"), py::arg("eta") = 1.0,
-           py::arg("direction") = py::none(), py::arg("gamma") = 0.0, py::arg("feedback") = true, round_doc)
+           py::arg("direction") = py::none(), py::arg("gamma") = 0.0, py::arg("feedback") = true,
+           py::arg("fresh_residual") = false, round_doc)
       .def(
           "debiased",
           [](py_node& self, py::handle out) {
@@ -848,7 +851,8 @@ push-sum"); drain() then mixes everything in flight. threads: worker threads (re
 depend on them).)doc")
       .def("round",
            [](py_group& self, std::uint32_t t, const py_schedule& s, const py_compressor& c, py::object network,
-              std::optional<double> eta, py::object directions, double gamma, bool feedback, bool wait_all) {
+              std::optional<double> eta, py::object directions, double gamma, bool feedback, bool wait_all,
+              bool fresh_residual) {
              busy_guard g(self.busy, "this PushSumGroup");
              std::vector<held_buffer> dirs;
              if (!directions.is_none()) {
@@ -867,6 +871,7 @@ depend on them).)doc")
                    st.gamma = gamma;
                    st.feedback = feedback;
                    st.wait_all = wait_all;
+                   st.fresh_residual = fresh_residual;
                    if (!dirs.empty() && dirs.size() != grp->num_nodes())
                      throw sp::size_error("round " + std::to_string(t) + ": " + std::to_string(dirs.size()) +
                                           " directions for " + std::to_string(grp->num_nodes()) + " nodes");
@@ -892,7 +897,9 @@ depend on them).)doc")
            },
            py::arg("t"), py::arg("schedule"), py::arg("compressor"), py::arg("network"), py::arg("eta") = py::none(),
            py::arg("directions") = py::none(), py::arg("gamma") = 0.0, py::arg("feedback") = true, py::arg("wait_all") = false,
-           "round(t, schedule, compressor, network, eta=None, directions=None, gamma=0.0, feedback=True, wait_all=False)\n\n"
+           py::arg("fresh_residual") = false,
+           "round(t, schedule, compressor, network, eta=None, directions=None, gamma=0.0, feedback=True, wait_all=False, "
+           "fresh_residual=False)\n\n"
            "Round t at every node of the group (PushSumNode.round's equations; eta None: the group's). directions: one "
            "buffer per node (read without a copy) or None. wait_all: a deferred round that still waits for every envelope "
            "of round t. Checks everything first; the GIL is released for the round.")

@@ -44,7 +44,7 @@ class Node:
         self.cpu = {"local_step": 0.0, "round": 0.0, "eval": 0.0}  # thread CPU seconds
 
 
-# ============================ the core loop (quoted in the README) ============================
+# ================ the core loop (the README quotes the shorter one of torch_loop.py) ================
 def local_step(nd, data):
     """Node nd's direction p_i at its de-biased model; returns the minibatch loss."""
     nd.debias(nd.xh)                                   # xh_i = x_i / u_i: the torch parameters
@@ -268,7 +268,7 @@ def options(argv):
         if o in given and a.algorithm != "scsp": ap.error(f"{o} sets SCSP's final rounds; --algorithm {a.algorithm} has none")
     if a.algorithm == "scsp" and not exact(a.final_compressor):
         ap.error(f"--final-compressor {a.final_compressor}: only identity here (a compressed final phase starts from "
-                 "a fresh residual, which the module's round cannot be asked for)")
+                 "a fresh residual: PushSumNode.round(fresh_residual=True); not wired into this example)")
     if a.final_rounds != "auto" and not (a.final_rounds.isdigit() and 1 <= int(a.final_rounds) <= u32):
         ap.error(f"--final-rounds must be auto or a count in [1, 4294967295], got {a.final_rounds}")
     if a.final_rounds != "auto" and "--final-tolerance" in given:

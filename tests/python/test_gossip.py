@@ -1,5 +1,7 @@
 # Gossip averaging over an encoded loopback, in float64: every de-biased model reaches the mean of
 # the initial vectors to 1e-12, and push-sum's invariants (sum x, sum u = n) hold at every round.
+import threading
+
 import numpy as np
 import pytest
 
@@ -42,3 +44,34 @@ def test_sparse_push_with_feedback_keeps_the_mass(rng):
     np.testing.assert_allclose(np.sum([nd.x for nd in nodes], axis=0), total, rtol=0, atol=1e-11)
     assert sum(nd.weight for nd in nodes) == pytest.approx(n, abs=1e-12)
     assert any(np.any(nd.residual != 0) for nd in nodes)  # top-k did drop something
+
+
+def test_fresh_residual_starts_from_zero(rng):
+    # after a compressed round (residual e != 0), a round with fresh_residual=True must give the
+    # bits of the same round at nodes whose residual is 0 (complete graph of 2: u stays 1)
+    d = 300
+    sched, comp = sparsepush.parse_schedule("complete", 2), sparsepush.parse_compressor("top-k:0.1")
+    a = [rng.standard_normal(d) for _ in range(2)]
+    na = [sparsepush.PushSumNode(x, i, seed=2) for i, x in enumerate(a)]
+    run_threads(na, sparsepush.LoopbackNetwork(2), sched, comp, 1)
+    assert all(np.any(nd.residual != 0) for nd in na)
+    b = [x.copy() for x in a]
+    nb = [sparsepush.PushSumNode(x, i, seed=2) for i, x in enumerate(b)]
+    assert all(nd.weight == 1.0 for nd in na)
+    errors = []
+
+    def fresh(i, net):
+        try:
+            na[i].round(1, sched, comp, net.endpoint(i), fresh_residual=True)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    net = sparsepush.LoopbackNetwork(2)
+    ths = [threading.Thread(target=fresh, args=(i, net)) for i in range(2)]
+    [th.start() for th in ths]
+    [th.join() for th in ths]
+    assert not errors
+    run_threads(nb, sparsepush.LoopbackNetwork(2), sched, comp, 1, start=1)
+    for i in range(2):
+        assert a[i].tobytes() == b[i].tobytes()
+        assert na[i].residual.tobytes() == nb[i].residual.tobytes()
