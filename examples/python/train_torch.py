@@ -22,6 +22,29 @@ and sparsepush.
 import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch: one thread per node, reproducible
 import argparse, collections, gzip, json, math, sys, threading, time
+
+
+def find_dependencies():
+    """Where `python3` lacks Debian's torch and numpy (a pyenv or virtual environment first on PATH),
+    run again under /usr/bin/python3, which has them (python3-torch, python3-numpy); where sparsepush
+    is not importable, look in the quick start's build tree (build/python beside examples/)."""
+    try:
+        import numpy, torch  # noqa: F401
+    except ImportError:
+        deb = "/usr/bin/python3"
+        if os.path.exists(deb) and os.path.realpath(sys.executable) != os.path.realpath(deb):
+            os.execv(deb, [deb] + sys.argv)
+        raise
+    try:
+        import sparsepush  # noqa: F401
+    except ImportError:
+        build = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python"))
+        if not os.path.isdir(build):
+            raise
+        sys.path.insert(0, build)
+
+
+find_dependencies()
 import numpy as np
 import torch
 import torch.nn.functional as F
