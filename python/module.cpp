@@ -165,10 +165,8 @@ struct py_loopback {
 };
 
 #ifdef SPARSEPUSH_PYTHON_MPI
-/// MPI as the module found it: initialized by us (then finalized at exit) or by someone else
-/// (mpi4py: then left alone).
-bool g_mpi_initialized_here = false;
-
+/// Initialize MPI unless someone (mpi4py) did: then finalize it at exit; MPI initialized by someone
+/// else is left to them.
 void ensure_mpi() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
@@ -182,7 +180,6 @@ void ensure_mpi() {
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
     throw sp::config_error("MPI_Init_thread failed");
-  g_mpi_initialized_here = true;
   py::module_::import("atexit").attr("register")(py::cpp_function([] {
     int f = 0;
     MPI_Finalized(&f);
@@ -318,8 +315,38 @@ struct py_group {
   std::vector<held_buffer> xs;
   std::variant<std::unique_ptr<group_t<float>>, std::unique_ptr<group_t<double>>> group;
   std::mutex busy;
-  sp::wait_policy policy;
+
+  sp::wait_policy policy() const {
+    return std::visit([](const auto& g) { return g->policy(); }, group);
+  }
 };
+
+/// Run f(net) on the C++ network behind `network`, a LoopbackNetwork or an MpiNetwork, with the
+/// GIL released. An MpiNetwork only from the thread that built it (`what` names the call) and,
+/// where `policy` is given, only of that wait policy.
+template <class F>
+void on_network(py::handle network, [[maybe_unused]] const char* what, [[maybe_unused]] const sp::wait_policy* policy,
+                F&& f) {
+  if (py::isinstance<py_loopback>(network)) {
+    auto& net = *network.cast<py_loopback&>().net;
+    py::gil_scoped_release nogil;
+    f(net);
+    return;
+  }
+#ifdef SPARSEPUSH_PYTHON_MPI
+  if (py::isinstance<py_mpi>(network)) {
+    auto& pm = network.cast<py_mpi&>();
+    pm.check_thread(what);
+    if (policy && !(pm.net->policy() == *policy))
+      throw sp::config_error("the group's policy is " + sp::to_string(*policy) + ", the MpiNetwork's " +
+                             sp::to_string(pm.net->policy()) + ": build both with the same policy");
+    py::gil_scoped_release nogil;
+    f(*pm.net);
+    return;
+  }
+#endif
+  throw py::type_error("sparsepush: network must be a LoopbackNetwork or an MpiNetwork");
+}
 
 const char* const round_doc = R"doc(round(t, schedule, compressor, endpoint, eta=1.0, direction=None, gamma=0.0, feedback=True, fresh_residual=False)
 
@@ -703,12 +730,9 @@ Raises ValueError for a buffer of the wrong kind, NonFiniteError for a NaN/Inf i
                    using N = std::remove_reference_t<decltype(*n)>;
                    using T = typename N::value_type;
                    check_round_parts(n->id(), s, ep, t);
+                   // a direction of the wrong size is the node's check()'s size_error
                    typename N::step st{eta, dir ? std::span<const T>(dir->span<T>()) : std::span<const T>(), gamma,
                                        feedback, fresh_residual};
-                   if (dir && dir->size != n->dim())
-                     throw sp::size_error("round " + std::to_string(t) + ", node " + std::to_string(n->id()) +
-                                          ": direction has " + std::to_string(dir->size) + " elements, the model has " +
-                                          std::to_string(n->dim()));
                    py::gil_scoped_release nogil;
                    std::visit([&](auto& e) { n->round(t, s.impl, c.impl, e, st); }, ep.impl);
                  },
@@ -828,7 +852,6 @@ Raises ValueError for a buffer of the wrong kind, NonFiniteError for a NaN/Inf i
              o.first_node = first_node;
              o.total_nodes = total_nodes;
              o.policy = parse_policy(policy);
-             p->policy = o.policy;
              auto build = [&](auto tag) {
                using T = decltype(tag);
                std::vector<std::span<T>> v;
@@ -871,27 +894,10 @@ depend on them).)doc")
                    st.gamma = gamma;
                    st.feedback = feedback;
                    st.wait_all = wait_all;
-                   st.fresh_residual = fresh_residual;
-                   if (!dirs.empty() && dirs.size() != grp->num_nodes())
-                     throw sp::size_error("round " + std::to_string(t) + ": " + std::to_string(dirs.size()) +
-                                          " directions for " + std::to_string(grp->num_nodes()) + " nodes");
-                   if (py::isinstance<py_loopback>(network)) {
-                     auto& net = *network.cast<py_loopback&>().net;
-                     py::gil_scoped_release nogil;
-                     grp->round(s.impl, c.impl, net, t, st);
-#ifdef SPARSEPUSH_PYTHON_MPI
-                   } else if (py::isinstance<py_mpi>(network)) {
-                     auto& pm = network.cast<py_mpi&>();
-                     pm.check_thread("PushSumGroup.round");
-                     if (!(pm.net->policy() == self.policy))
-                       throw sp::config_error("the group's policy is " + sp::to_string(self.policy) + ", the MpiNetwork's " +
-                                              sp::to_string(pm.net->policy()) + ": build both with the same policy");
-                     py::gil_scoped_release nogil;
-                     grp->round(s.impl, c.impl, *pm.net, t, st);
-#endif
-                   } else {
-                     throw py::type_error("sparsepush: network must be a LoopbackNetwork or an MpiNetwork");
-                   }
+                   st.fresh_residual = fresh_residual;  // a direction count other than the nodes' is the group's size_error
+                   const sp::wait_policy policy = grp->policy();
+                   on_network(network, "PushSumGroup.round", &policy,
+                              [&](auto& net) { grp->round(s.impl, c.impl, net, t, st); });
                  },
                  self.group);
            },
@@ -907,31 +913,15 @@ depend on them).)doc")
           "drain",
           [](py_group& self, const py_schedule& s, py::object network) {
             busy_guard g(self.busy, "this PushSumGroup");
-            std::visit(
-                [&](auto& grp) {
-                  if (py::isinstance<py_loopback>(network)) {
-                    auto& net = *network.cast<py_loopback&>().net;
-                    py::gil_scoped_release nogil;
-                    grp->drain(s.impl, net);
-#ifdef SPARSEPUSH_PYTHON_MPI
-                  } else if (py::isinstance<py_mpi>(network)) {
-                    auto& pm = network.cast<py_mpi&>();
-                    pm.check_thread("PushSumGroup.drain");
-                    py::gil_scoped_release nogil;
-                    grp->drain(s.impl, *pm.net);
-#endif
-                  } else {
-                    throw py::type_error("sparsepush: network must be a LoopbackNetwork or an MpiNetwork");
-                  }
-                },
-                self.group);
+            std::visit([&](auto& grp) { on_network(network, "PushSumGroup.drain", nullptr, [&](auto& net) { grp->drain(s.impl, net); }); },
+                       self.group);
           },
           py::arg("schedule"), py::arg("network"),
           "drain(schedule, network)\n\nMix every envelope in flight (collective over the ranks): afterwards sum x and "
           "sum u are exact, as after a lockstep round. A no-op in lockstep.")
       .def_property_readonly("num_nodes", [](py_group& self) { return std::visit([](auto& g) { return g->num_nodes(); }, self.group); })
       .def_property_readonly("first_node", [](py_group& self) { return std::visit([](auto& g) { return g->first_node(); }, self.group); })
-      .def_property_readonly("policy", [](py_group& self) { return sp::to_string(self.policy); })
+      .def_property_readonly("policy", [](py_group& self) { return sp::to_string(self.policy()); })
       .def_property_readonly("max_staleness", [](py_group& self) { return std::visit([](auto& g) { return g->max_staleness(); }, self.group); },
                              "The largest staleness mixed so far (receiver's round - sender's round).")
       .def_property_readonly("common_round", [](py_group& self) { return std::visit([](auto& g) { return g->common_round(); }, self.group); },

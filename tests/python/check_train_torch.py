@@ -47,11 +47,9 @@ if mpi:
     same = ["averaged_model_test_accuracy", "avg_test_accuracy", "min_node_test_accuracy", "max_node_test_accuracy",
             "param_divergence", "loss", "first_loss", "bytes_sent_total", "bytes_final_phase", "messages_sent",
             "weight_mass", "final_rounds", "rounds"]
-    for key in same:
-        if over.get(key) != loop.get(key):
-            failures.append(f"{key}: MPI {over.get(key)!r}, loopback {loop.get(key)!r}")
-    print(f"MPI ({np_} ranks) against the loopback: {len(same) - sum(k in f for f in failures for k in same)} of "
-          f"{len(same)} keys equal")
+    differ = [key for key in same if over.get(key) != loop.get(key)]
+    failures += [f"{key}: MPI {over.get(key)!r}, loopback {loop.get(key)!r}" for key in differ]
+    print(f"MPI ({np_} ranks) against the loopback: {len(same) - len(differ)} of {len(same)} keys equal")
 if failures:
     sys.exit("check_train_torch: " + "; ".join(failures))
 print("check_train_torch: ok")

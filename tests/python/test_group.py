@@ -55,6 +55,6 @@ def test_group_checks():
     g = sparsepush.PushSumGroup([np.ones(3), np.ones(3)])
     with pytest.raises(TypeError, match="LoopbackNetwork or an MpiNetwork"):
         g.round(0, sparsepush.parse_schedule("complete", 2), sparsepush.parse_compressor("identity"), object())
-    with pytest.raises(sparsepush.SizeError, match="1 directions for 2 nodes"):
+    with pytest.raises(sparsepush.SizeError, match="1 local directions for 2 nodes"):
         g.round(0, sparsepush.parse_schedule("complete", 2), sparsepush.parse_compressor("identity"),
                 sparsepush.LoopbackNetwork(2), directions=[np.ones(3)])
