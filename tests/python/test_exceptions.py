@@ -138,3 +138,30 @@ def test_weight_underflow_names_the_node():
     net = sparsepush.LoopbackNetwork(n, drop_probability=0.999999, seed=1)
     with pytest.raises(sparsepush.WeightUnderflowError, match="push-sum weight u"):
         run_threads(nodes, net, sparsepush.parse_schedule("complete", n), sparsepush.parse_compressor("identity"), 200)
+
+
+def test_constructor_and_accessor_arguments_are_checked():
+    with pytest.raises(sparsepush.ConfigError, match="at least one node"):
+        sparsepush.LoopbackNetwork(0)
+    with pytest.raises(sparsepush.ConfigError, match="loopback timeout must be positive seconds, got -1"):
+        sparsepush.LoopbackNetwork(2, timeout=-1.0)
+    with pytest.raises(sparsepush.ConfigError, match=r"drop_probability must be in \[0, 1\), got 1"):
+        sparsepush.LoopbackNetwork(2, drop_probability=1.0)
+    with pytest.raises(sparsepush.ConfigError, match="policy 'staleness:x': 'x' is not a whole number"):
+        sparsepush.check_policy("staleness:x")
+    with pytest.raises(sparsepush.ConfigError, match=r"node 5 outside \[0, 3\)"):
+        sparsepush.parse_schedule("directed-ring", 3).out_edges(0, 5)
+    with pytest.raises(sparsepush.ConfigError, match=r"node 3 outside \[0, 3\)"):
+        sparsepush.parse_schedule("directed-ring", 3).in_edges(0, 3)
+    nd = sparsepush.PushSumNode(np.ones(4), 0)
+    with pytest.raises(sparsepush.SizeError, match="debiased: out has 3 elements, node 0's model has 4"):
+        nd.debiased(np.empty(3))
+    g = sparsepush.PushSumGroup([np.ones(4), np.ones(4)])
+    with pytest.raises(sparsepush.SizeError, match="debiased: out has 5 elements, the model has 4"):
+        g.debiased(0, np.empty(5))
+
+
+@pytest.mark.skipif(sparsepush.has_mpi, reason="this module has MPI")
+def test_mpi_network_without_mpi_is_a_config_error():
+    with pytest.raises(sparsepush.ConfigError, match="built without MPI"):
+        sparsepush.MpiNetwork(2)
