@@ -165,8 +165,8 @@ struct py_loopback {
 };
 
 #ifdef SPARSEPUSH_PYTHON_MPI
-/// Initialize MPI unless someone (mpi4py) did: then finalize it at exit; MPI initialized by someone
-/// else is left to them.
+/// Initialize MPI (FUNNELED) and finalize it at exit, unless someone else (mpi4py) initialized it
+/// first: then it is theirs to finalize.
 void ensure_mpi() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
