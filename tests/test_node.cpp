@@ -697,3 +697,48 @@ TEST_CASE("a round in which a node hears from no one keeps mass and still reache
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t l = 0; l < 20; ++l) REQUIRE(g.debiased(i)[l] == Approx(avg[l]).margin(1e-9));
 }
+
+namespace {
+/// A user compressor that is top-K (no workspace, no fused step): a group takes the unfused path
+/// with it (local step, then the generic v = x + e; q = C(v); e = v - q).
+struct user_top_k {
+  std::size_t k;
+  template <class T>
+  void compress(std::span<const T> v, message& m, const context& ctx) const {
+    sparsepush::compress(top_k{k_spec::count(k)}, v, m, ctx);
+  }
+};
+}  // namespace
+
+TEST_CASE("a group's fused top-K step gives the unfused step's bits at every node, on 1 and 3 threads", "[gossip]") {
+  using fvec = std::vector<float>;
+  for (const std::size_t d : {5000u, 100000u}) {  // the radix path and the sampled one
+    for (const std::size_t threads : {1u, 3u}) {
+      INFO("d " << d << ", threads " << threads);
+      const std::size_t n = 6, k = d / 100;
+      std::vector<fvec> x0;
+      for (std::size_t i = 0; i < n; ++i) x0.push_back(test::gaussian<float>(d, 90 + static_cast<unsigned>(i)));
+      push_sum_group<fvec> fused(x0, {.eta = 0.5, .threads = threads, .seed = 3});
+      push_sum_group<fvec> plain(x0, {.eta = 0.5, .threads = threads, .seed = 3});
+      loopback_network na(n), nb(n);
+      const auto sched = parse_schedule("exponential", n);
+      REQUIRE(detail::fuses_step(top_k{k_spec::count(k)}));
+      REQUIRE_FALSE(detail::fuses_step(user_top_k{k}));
+      for (std::uint32_t t = 0; t < 6; ++t) {
+        std::vector<fvec> dirs;
+        for (std::size_t i = 0; i < n; ++i) dirs.push_back(test::gaussian<float>(d, 1000 * t + static_cast<unsigned>(i)));
+        const float gamma = 0.05f * static_cast<float>(t + 1);
+        fused.round(sched, top_k{k_spec::count(k)}, na, t, {0.5, dirs, gamma});
+        plain.round(sched, user_top_k{k}, nb, t, {0.5, dirs, gamma});
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto xa = fused.node(i).x(), xb = plain.node(i).x();
+        const auto ea = fused.node(i).residual(), eb = plain.node(i).residual();
+        REQUIRE(std::memcmp(xa.data(), xb.data(), d * sizeof(float)) == 0);
+        REQUIRE(std::memcmp(ea.data(), eb.data(), d * sizeof(float)) == 0);
+        REQUIRE(fused.node(i).u() == plain.node(i).u());
+      }
+      REQUIRE(na.total_bytes() == nb.total_bytes());
+    }
+  }
+}

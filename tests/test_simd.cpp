@@ -5,9 +5,12 @@
 #include <catch2/catch.hpp>
 #include <sparsepush/sparsepush.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -284,4 +287,177 @@ TEST_CASE("random-K: batched vector Philox draws the same set as one uniform_int
       }
     }
   }
+}
+
+TEMPLATE_TEST_CASE("top-K: a scan whose candidates overflow the first buffer resumes in a larger one, exact at every level",
+                   "[compress]", float, double) {
+  // 1,000 values of 2, 12,000 of +-1 (ties) and small noise: the sample puts the threshold at 1, so
+  // 13,000 candidates pass it where the first buffer holds 2k + 4096 = 8,096. The scan must resume
+  // in a grown buffer (not fall back to the radix path) and still give the sort reference's
+  // indices, and, with error feedback, e = v - q exactly.
+  using T = TestType;
+  simd_guard g;
+  const std::size_t d = 200003, k = 2000;
+  auto v = test::gaussian<T>(d, 71, 1e-3);
+  std::mt19937_64 gen(72);
+  std::vector<std::uint32_t> at(d);
+  std::iota(at.begin(), at.end(), 0u);
+  std::shuffle(at.begin(), at.end(), gen);
+  for (std::size_t j = 0; j < 13000; ++j) v[at[j]] = j < 1000 ? T(2) : (j % 2 ? T(1) : T(-1));
+  const auto want = test::reference_top_k(v, k);
+  std::vector<simd_level> levels{simd_level::scalar};
+  for (const simd_level l : vector_levels()) levels.push_back(l);
+  for (const simd_level l : levels) {
+    INFO("SIMD level " << static_cast<int>(l));
+    detail::set_simd_level(l);
+    compress_workspace<T> ws;
+    message m;
+    top_k{k_spec::count(k)}.compress(std::span<const T>(v), m, {1, 2, 3}, ws);
+    REQUIRE(m.indices == want);
+    REQUIRE(ws.ckeys.size() > detail::top_k_candidate_cap(k));  // it grew ...
+    REQUIRE(ws.hist.size() < 2 * (std::size_t{1} << detail::top_k_hist_bits_for(d)));  // ... and radix did not run
+    // error feedback: x = v - e0 with e0 small, so x + e0 rounds to v's neighbourhood; compare
+    // with the plain v = x + e computed here
+    auto x = v;
+    std::vector<T> e(d);
+    for (std::size_t i = 0; i < d; ++i) e[i] = T(1e-6) * T(i % 3);
+    std::vector<T> sum(d);
+    for (std::size_t i = 0; i < d; ++i) sum[i] = x[i] + e[i];
+    compress_workspace<T> ws2;
+    message q;
+    compress_with_feedback<T>(top_k{k_spec::count(k)}, std::span<const T>(x), std::span<T>(e), q, {1, 2, 3}, ws2);
+    REQUIRE(q.indices == test::reference_top_k(sum, k));
+    std::vector<bool> kept(d, false);
+    for (const auto i : q.indices) kept[i] = true;
+    for (std::size_t i = 0; i < d; ++i) REQUIRE(e[i] == (kept[i] ? T(0) : sum[i]));
+  }
+}
+
+namespace {
+/// x - g p with the product rounded on its own whatever the compile flags (the node's plain step
+/// in a build without FMA): the reference of the fused step's x.
+template <class T>
+T reference_step(T x, T g, T p) {
+  volatile T prod = g * p;
+  return x - prod;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("fused top-K step: plan then apply gives the bits of the local step then error feedback, at every level",
+                   "[compress]", float, double) {
+  using T = TestType;
+  simd_guard g;
+  std::vector<simd_level> levels{simd_level::scalar};
+  for (const simd_level l : vector_levels()) levels.push_back(l);
+  for (const std::size_t d : {1u, 17u, 1000u, 9001u, 100003u}) {
+    const auto xs = awkward_inputs<T>(d, static_cast<unsigned>(d) + 5);
+    for (std::size_t c = 0; c < xs.size(); ++c) {
+      for (const std::size_t k : {std::size_t{1}, d / 100 + 1, d / 3 + 1}) {
+        for (const T gamma : {T(0.1), T(-3.7), T(0)}) {
+          const auto p = test::gaussian<T>(d, static_cast<unsigned>(c + 40), 2.0);
+          auto e0 = test::gaussian<T>(d, static_cast<unsigned>(c + 60), 0.3);
+          for (std::size_t i = 0; i < d; i += 5) e0[i] = T(0);
+          // the unfused reference: x -= gamma p, then top-K with error feedback on the result
+          auto x_ref = xs[c];
+          for (std::size_t i = 0; i < d; ++i) x_ref[i] = reference_step(xs[c][i], gamma, p[i]);
+          auto e_ref = e0;
+          message q_ref;
+          compress_workspace<T> ws_ref;
+          detail::set_simd_level(simd_level::scalar);
+          compress_with_feedback<T>(top_k{k_spec::count(k)}, std::span<const T>(x_ref), std::span<T>(e_ref), q_ref,
+                                    {1, 2, 3}, ws_ref);
+          for (const simd_level l : levels) {
+            INFO("d " << d << ", input " << c << ", k " << k << ", gamma " << gamma << ", level " << static_cast<int>(l));
+            detail::set_simd_level(l);
+            auto x = xs[c];
+            auto e = e0;
+            std::vector<std::uint32_t> plan;
+            compress_workspace<T> ws;
+            const top_k tk{k_spec::count(k)};
+            tk.plan_step(std::span<const T>(x), std::span<const T>(p), gamma, std::span<const T>(e), plan, {1, 2, 3}, ws);
+            REQUIRE(std::memcmp(x.data(), xs[c].data(), d * sizeof(T)) == 0);  // the plan writes nothing
+            REQUIRE(std::memcmp(e.data(), e0.data(), d * sizeof(T)) == 0);
+            message q;
+            tk.apply_step(std::span<T>(x), std::span<const T>(p), gamma, std::span<T>(e), plan, q, {1, 2, 3});
+            REQUIRE(encode(q) == encode(q_ref));
+            REQUIRE(std::memcmp(x.data(), x_ref.data(), d * sizeof(T)) == 0);  // bit for bit, -0 included
+            REQUIRE(std::memcmp(e.data(), e_ref.data(), d * sizeof(T)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("fused top-K step: a bad direction or an overflowing step is named at every level, nothing written",
+                   "[compress]", float, double) {
+  using T = TestType;
+  simd_guard g;
+  std::vector<simd_level> levels{simd_level::scalar};
+  for (const simd_level l : vector_levels()) levels.push_back(l);
+  const T big = std::numeric_limits<T>::max() / T(2);
+  for (const std::size_t d : {50u, 100003u}) {
+    const std::size_t at = d - 3;
+    struct bad {
+      const char* name;
+      T x, p, e, gamma;
+      const char* says;
+    };
+    const bad cases[] = {
+        {"NaN direction", T(1), std::numeric_limits<T>::quiet_NaN(), T(0), T(0.1), "local direction"},
+        {"Inf direction, gamma 0", T(1), std::numeric_limits<T>::infinity(), T(0), T(0), "local direction"},
+        {"step overflows", big, -big, T(0), T(3), "x + e"},
+        {"residual overflows", big, T(0), big * T(1.5), T(1), "x + e"},
+        {"NaN in x", std::numeric_limits<T>::quiet_NaN(), T(1), T(0), T(0.1), "x + e"},
+    };
+    for (const auto& b : cases) {
+      for (const simd_level l : levels) {
+        INFO(b.name << ", d " << d << ", level " << static_cast<int>(l));
+        detail::set_simd_level(l);
+        auto x = test::gaussian<T>(d, 3);
+        auto p = test::gaussian<T>(d, 4);
+        auto e = test::gaussian<T>(d, 5, 0.1);
+        x[at] = b.x;
+        p[at] = b.p;
+        e[at] = b.e;
+        const auto x0 = x, e0 = e;
+        std::vector<std::uint32_t> plan;
+        compress_workspace<T> ws;
+        REQUIRE_THROWS_WITH(top_k{k_spec::fraction(0.01)}.plan_step(std::span<const T>(x), std::span<const T>(p), b.gamma,
+                                                                    std::span<const T>(e), plan, {1, 2, 3}, ws),
+                            Catch::Contains(b.says) && Catch::Contains("index " + std::to_string(at)));
+        REQUIRE(std::memcmp(x.data(), x0.data(), d * sizeof(T)) == 0);
+        REQUIRE(std::memcmp(e.data(), e0.data(), d * sizeof(T)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("fused top-K step: apply refuses a plan that is not plan_step's, before writing", "[compress]") {
+  const std::size_t d = 100;
+  auto x = test::gaussian<float>(d, 1);
+  const auto p = test::gaussian<float>(d, 2);
+  std::vector<float> e(d, 0.0f);
+  const auto x0 = x;
+  message q;
+  const top_k tk{k_spec::count(3)};
+  const std::vector<std::vector<std::uint32_t>> plans{{1, 2}, {3, 2, 5}, {1, 2, 100}, {4, 4, 9}};
+  for (const auto& plan : plans) {
+    REQUIRE_THROWS_WITH(tk.apply_step(std::span<float>(x), std::span<const float>(p), 0.1f, std::span<float>(e), plan, q,
+                                      {1, 2, 3}),
+                        Catch::Contains("plan"));
+    REQUIRE(x == x0);
+  }
+  top_k per_layer{k_spec::fraction(0.1)};
+  per_layer.segments = {0, 50};
+  REQUIRE_FALSE(per_layer.fuses_step());
+  REQUIRE(tk.fuses_step());
+  std::vector<std::uint32_t> plan;
+  compress_workspace<float> ws;
+  REQUIRE_THROWS_WITH(per_layer.plan_step(std::span<const float>(x), std::span<const float>(p), 0.1f,
+                                          std::span<const float>(e), plan, {1, 2, 3}, ws),
+                      Catch::Contains("per-layer"));
+  REQUIRE_THROWS_AS(tk.plan_step(std::span<const float>(x), std::span<const float>(p).first(d - 1), 0.1f,
+                                 std::span<const float>(e), plan, {1, 2, 3}, ws),
+                    size_error);
 }

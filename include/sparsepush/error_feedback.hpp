@@ -18,6 +18,31 @@
 namespace sparsepush {
 inline namespace v0 {
 
+namespace detail {
+/// A compressor with the fused local step of top_k (plan_step, apply_step, fuses_step) for T.
+template <class C, class T>
+concept fused_step_compressor =
+    requires(const C& c, std::span<const T> x, std::span<T> y, T g, std::vector<std::uint32_t>& plan, message& m,
+             const context& ctx, compress_workspace<T>& ws) {
+      { c.fuses_step() } -> std::convertible_to<bool>;
+      c.plan_step(x, x, g, x, plan, ctx, ws);
+      c.apply_step(y, x, g, y, std::span<const std::uint32_t>(plan), m, ctx);
+    };
+
+/// Whether c fuses the local step with error feedback (plan_step and apply_step, as top_k): only
+/// the built-ins that say so; a user's compressor takes the unfused path (local step, then
+/// compress_with_feedback).
+template <class C>
+bool fuses_step(const C& c) noexcept {
+  if constexpr (is_builtin_compressor<C> && requires {
+                  { c.fuses_step() } -> std::convertible_to<bool>;
+                })
+    return c.fuses_step();
+  else
+    return false;
+}
+}  // namespace detail
+
 /// Error-compensated compression over spans with the caller's scratch: v = x + e; q = C(v);
 /// e = v - q. Uses c.compress_feedback(x, e, q, ctx, ws) where C offers it, then
 /// c.compress_feedback(x, e, q, ctx), else v = x + e in ws.v and compress_with.

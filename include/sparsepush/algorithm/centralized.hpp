@@ -38,7 +38,6 @@ class centralized {
     const std::size_t n = g_.size();
     const auto x = as_span(x_);
     pool_.parallel_for(n, [&](std::size_t i) {
-      std::fill(g_[i].begin(), g_[i].end(), T(0));
       oracle(static_cast<std::uint32_t>(i), t, std::span<const T>(x), g_[i]);
     });
     views_.assign(g_.begin(), g_.end());

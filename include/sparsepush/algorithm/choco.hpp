@@ -372,7 +372,6 @@ class choco {
     const std::size_t n = nodes_.size();
     if (g_.size() != n) g_.assign(n, std::vector<T>(d_));
     pool_.parallel_for(n, [&](std::size_t i) {
-      std::fill(g_[i].begin(), g_[i].end(), T(0));
       oracle(first_ + static_cast<std::uint32_t>(i), t, nodes_[i].x(), g_[i]);
     });
     views_.assign(g_.begin(), g_.end());
@@ -388,7 +387,7 @@ class choco {
                        " local directions for " + std::to_string(n) + " nodes");
     detail::lockstep_round(
         pool_, n, [&](std::size_t i) { return net_->endpoint(first_ + static_cast<std::uint32_t>(i)); },
-        [&](std::size_t i) { nodes_[i].check(t, opt_.compressor, directions[i], gamma); },
+        [&](std::size_t i, std::size_t) { nodes_[i].check(t, opt_.compressor, directions[i], gamma); },
         [&](std::size_t i, std::size_t w) {
           nodes_[i].local_step_and_compress(opt_.compressor, t, directions[i], gamma, ws_[w]);
         },

@@ -20,7 +20,10 @@
 namespace sparsepush {
 inline namespace v0 {
 
-/// direction = p_i(model) for node `node` in round `round`.
+/// direction = p_i(model) for node `node` in round `round`. The oracle writes every element of
+/// direction: the buffer is not cleared between rounds (it holds the oracle's previous direction for
+/// that node, zeros before its first), since a pass that zeroes what is about to be overwritten
+/// costs as much as the local step itself.
 template <tensor_element T>
 using gradient_oracle =
     std::function<void(std::uint32_t node, std::uint32_t round, std::span<const T> model, std::span<T> direction)>;

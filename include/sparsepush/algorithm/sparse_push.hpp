@@ -100,7 +100,6 @@ class sparse_push {
     }
     group_.for_each_node([&](std::size_t i, std::size_t w) {
       group_.debiased(i, xh_[w]);
-      std::fill(dirs_[i].begin(), dirs_[i].end(), T(0));
       oracle(static_cast<std::uint32_t>(group_.first_node() + i), t, xh_[w], dirs_[i]);
     });
     views_.assign(dirs_.begin(), dirs_.end());

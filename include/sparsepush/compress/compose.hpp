@@ -50,9 +50,32 @@ class any_compressor {
     std::visit([&](const auto& c) { compress_with_feedback<T>(c, x, e, out, ctx, ws); }, impl_);
   }
 
+  /// Whether plan_step and apply_step serve the held compressor (a global top-K: top_k::fuses_step).
+  bool fuses_step() const noexcept {
+    const auto* t = std::get_if<top_k>(&impl_);
+    return t && t->fuses_step();
+  }
+  /// top_k::plan_step of the held top-K (config_error for any other compressor).
+  template <tensor_element T>
+  void plan_step(std::span<const T> x, std::span<const T> p, T gamma, std::span<const T> e,
+                 std::vector<std::uint32_t>& plan, const context& ctx, compress_workspace<T>& ws) const {
+    fused().plan_step(x, p, gamma, e, plan, ctx, ws);
+  }
+  /// top_k::apply_step of the held top-K (config_error for any other compressor).
+  template <tensor_element T>
+  void apply_step(std::span<T> x, std::span<const T> p, T gamma, std::span<T> e, std::span<const std::uint32_t> plan,
+                  message& out, const context& ctx) const {
+    fused().apply_step(x, p, gamma, e, plan, out, ctx);
+  }
+
   const variant_type& get() const noexcept { return impl_; }
 
  private:
+  const top_k& fused() const {
+    const auto* t = std::get_if<top_k>(&impl_);
+    if (!t) throw config_error("only top-K has a fused step (plan_step, apply_step)");
+    return *t;
+  }
   variant_type impl_{identity{}};
 };
 

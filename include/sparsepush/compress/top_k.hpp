@@ -4,12 +4,15 @@
 // sample (blocks of 16 contiguous elements at evenly spaced positions) estimates a threshold a bit
 // below the k-th largest key; ONE streaming pass (SIMD, detail/candidate_scan.hpp) computes the keys
 // of v = x (+ e), detects NaN/Inf and keeps the (key, index) of every element above the threshold;
-// an exact selection over those few candidates finishes. When the sample misleads (fewer than k
-// candidates, or more than the buffer holds), or k > d/32, a 2-pass radix select runs instead:
+// an exact selection over those few candidates finishes. When more candidates pass than the
+// buffer holds (error feedback's residuals pile up just below the threshold), the buffer doubles
+// and the scan resumes where it stopped (up to 8 times, and d/8 candidates). When the sample
+// misleads (fewer than k candidates, or more than that), or k > d/32, a 2-pass radix select runs instead:
 // pass 1 builds a histogram (2^10..2^16 bins) of the top key bits, pass 2 collects the indices
 // above the boundary bin and the candidates inside it. Both give the same, exact result.
 // With error feedback, selection only reads x and e; e = x + e is written afterwards, so a throw
-// leaves e untouched.
+// leaves e untouched. The fused local step (plan_step, apply_step) selects on v = (x - gamma p) + e
+// without writing anything, then one pass writes x and e.
 #pragma once
 
 #include <algorithm>
@@ -55,23 +58,44 @@ constexpr bool select_before(const std::pair<K, std::uint32_t>& a,
   return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
-/// The radix path of top_k_indices: indices (ascending) of the k largest |v|, v = x (+ e when
-/// Feedback), using ws.hist, ws.cand and ws.chosen. With Feedback, e is overwritten by v, but only
-/// after every element was checked finite.
-template <tensor_element T, bool Feedback>
-void top_k_indices_radix(std::span<const T> x, std::span<T> e, std::size_t k, std::vector<std::uint32_t>& out,
-                   const context& ctx, compress_workspace<T>& ws) {
-  using K = magnitude_key<T>;
-  const std::size_t d = x.size();
-  auto v_at = [&](std::size_t i) -> T {
-    if constexpr (Feedback) return x[i] + e[i];
-    else return x[i];
-  };
-  auto fail_non_finite = [&]() {
+/// What top_k_indices selects among: v = x, v = x + e (Feedback) or v = (x - g p) + e (Feedback
+/// and Step, the fused local step). e_out, when not null, receives v (Feedback without Step only).
+template <class T, bool Feedback, bool Step>
+struct selection_source {
+  const T* x;
+  const T* e = nullptr;
+  const T* p = nullptr;
+  T g = T(0);
+  T* e_out = nullptr;
+  std::size_t d = 0;
+
+  T at(std::size_t i) const noexcept {
+    T v = x[i];
+    if constexpr (Step) v = x[i] - rounded_product(g, p[i]);
+    if constexpr (Feedback) v = v + e[i];
+    return v;
+  }
+  /// Throw the non_finite_error of the first bad element (after a fast check saw one): a bad
+  /// local direction is named as such, as the node's own check names it.
+  [[noreturn]] void fail(const context& ctx) const {
+    if constexpr (Step) check_finite(std::span<const T>(p, d), ctx, "local direction");
     for (std::size_t i = 0; i < d; ++i)
-      if (!std::isfinite(v_at(i)))
-        throw_non_finite(static_cast<double>(v_at(i)), i, ctx, Feedback ? "x + e" : "input");
-  };
+      if (!std::isfinite(at(i))) throw_non_finite(static_cast<double>(at(i)), i, ctx, Feedback ? "x + e" : "input");
+    throw_non_finite(0.0, 0, ctx, "input");  // unreachable: the caller saw a bad key
+  }
+};
+
+/// The radix path of top_k_indices: indices (ascending) of the k largest |v| of src, using
+/// ws.hist, ws.cand and ws.chosen. src.e_out, when set, is overwritten by v, but only after every
+/// element was checked finite.
+template <tensor_element T, bool Feedback, bool Step>
+void top_k_indices_radix(const selection_source<T, Feedback, Step>& src, std::size_t k,
+                         std::vector<std::uint32_t>& out, const context& ctx, compress_workspace<T>& ws) {
+  using K = magnitude_key<T>;
+  const std::size_t d = src.d;
+  auto v_at = [&src](std::size_t i) -> T { return src.at(i); };
+  auto fail_non_finite = [&]() { src.fail(ctx); };
+  T* const e_out = src.e_out;
 
   if (d <= top_k_small_d) {
     auto& c = ws.cand;
@@ -84,8 +108,8 @@ void top_k_indices_radix(std::span<const T> x, std::span<T> e, std::size_t k, st
     }
     if (bad) fail_non_finite();
     out.resize(k);
-    if constexpr (Feedback)
-      for (std::size_t i = 0; i < d; ++i) e[i] = x[i] + e[i];
+    if (e_out)
+      for (std::size_t i = 0; i < d; ++i) e_out[i] = v_at(i);
     if (k < d) std::nth_element(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(), select_before<K>);
     for (std::size_t j = 0; j < k; ++j) out[j] = c[j].second;
     std::sort(out.begin(), out.end());
@@ -140,7 +164,7 @@ void top_k_indices_radix(std::span<const T> x, std::span<T> e, std::size_t k, st
   const K bb = static_cast<K>(b);
   for (std::size_t i = 0; i < d; ++i) {
     const T v = v_at(i);
-    if constexpr (Feedback) e[i] = v;
+    if (e_out) e_out[i] = v;
     const K key = key_of(v);
     const K bin = key >> shift;
     if (bin > bb) {
@@ -179,40 +203,40 @@ constexpr std::size_t top_k_threshold_rank(std::size_t hits) noexcept {
   return hits + 4 * s + 4;
 }
 
-/// Candidate buffer for k: room for the expected k (1 + 4 / sqrt(hits)) with a wide margin.
+/// Candidate buffer for k: room for the expected k (1 + 4 / sqrt(hits)) with a wide margin. A
+/// scan that fills it doubles it and resumes, up to top_k_candidate_limit(d, k) candidates.
 constexpr std::size_t top_k_candidate_cap(std::size_t k) noexcept { return 2 * k + 4096; }
+/// At most 8 times the first buffer, and d / 8: beyond that the radix path's two passes cost less
+/// than selecting among the candidates.
+constexpr std::size_t top_k_candidate_limit(std::size_t d, std::size_t k) noexcept {
+  return std::min(d / 8, 8 * top_k_candidate_cap(k));
+}
 
-/// Indices (ascending) of the k largest |v|, v = x (+ e when Feedback): exact, ties to the lower
-/// index. Uses ws.keys, ws.ckeys, ws.sel (sampled path) or ws.hist, ws.cand, ws.chosen (radix
-/// path). With Feedback, e ends as v = x + e, written only after every element was checked finite.
-template <tensor_element T, bool Feedback>
-void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vector<std::uint32_t>& out,
+/// Indices (ascending) of the k largest |v| of src: exact, ties to the lower index. Uses ws.keys,
+/// ws.ckeys, ws.sel (sampled path) or ws.hist, ws.cand, ws.chosen (radix path). src.e_out, when
+/// set, ends as v, written only after every element was checked finite.
+template <tensor_element T, bool Feedback, bool Step>
+void top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k, std::vector<std::uint32_t>& out,
                    const context& ctx, compress_workspace<T>& ws) {
   using K = magnitude_key<T>;
-  const std::size_t d = x.size();
+  const std::size_t d = src.d;
   constexpr std::size_t block = 16;
   // Sample m = hits * d / k elements (whole blocks); worth it only while m is a small part of d
   // and the candidates (about k (1 + 4 / sqrt(hits))) stay few.
   const std::size_t hits = top_k_sample_hits(k);
   const std::size_t m_want = (hits * d + k - 1) / k;
   if (d <= top_k_small_d || k * 32 > d || m_want * 8 > d) {
-    top_k_indices_radix<T, Feedback>(x, e, k, out, ctx, ws);
+    top_k_indices_radix<T>(src, k, out, ctx, ws);
     return;
   }
   const std::size_t blocks = (m_want + block - 1) / block;
   const std::size_t m = blocks * block;
   const std::size_t stride = d / blocks;  // >= 8 * block
-  const T* xp = x.data();
-  const T* ep = Feedback ? e.data() : nullptr;
   auto& keys = ws.keys;
   keys.resize(m);
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t at = b * stride + (stride - block) / 2;
-    for (std::size_t j = 0; j < block; ++j) {
-      T v = xp[at + j];
-      if constexpr (Feedback) v = xp[at + j] + ep[at + j];
-      keys[b * block + j] = key_of(v);
-    }
+    for (std::size_t j = 0; j < block; ++j) keys[b * block + j] = key_of(src.at(at + j));
   }
   // The threshold: the lower edge of the histogram bin (key >> shift, 2^10..2^16 bins as the
   // radix path's) that holds the sample's r-th largest key; at most the r-th largest, so at least
@@ -232,26 +256,29 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
   for (std::size_t seen = hist[bin]; seen < r && bin > 0;) seen += hist[--bin];
   const K thr = static_cast<K>(K(bin) << sample_shift);
   if (thr == 0) {  // over hits + 4 sqrt(hits) of the sample are (near) zero: not a sparse case
-    top_k_indices_radix<T, Feedback>(x, e, k, out, ctx, ws);
+    top_k_indices_radix<T>(src, k, out, ctx, ws);
     return;
   }
 
-  const std::size_t cap = top_k_candidate_cap(k);
+  std::size_t cap = top_k_candidate_cap(k);
   auto& ck = ws.ckeys;
   auto& ci = ws.sel;
   if (ck.size() < cap) ck.resize(cap);
   if (ci.size() < cap) ci.resize(cap);
-  const scan_result<K> found = scan_candidates<T, Feedback, K>(xp, ep, d, thr, ck.data(), ci.data(), cap);
+  cap = std::min(ck.size(), ci.size());  // a buffer grown by an earlier call is used whole
+  scan_result<K> found;
+  for (;;) {
+    scan_candidates<T, Feedback, Step, K>(src.x, src.e, src.p, src.g, d, thr, ck.data(), ci.data(), cap, found);
+    if (!found.overflow || cap >= top_k_candidate_limit(d, k)) break;
+    cap = std::min(2 * cap, top_k_candidate_limit(d, k));
+    ck.resize(cap);  // keeps the candidates found so far
+    ci.resize(cap);
+  }
   if (found.overflow || found.count < k) {
-    top_k_indices_radix<T, Feedback>(x, e, k, out, ctx, ws);
+    top_k_indices_radix<T>(src, k, out, ctx, ws);
     return;
   }
-  if (found.max_key >= inf_key<T>) {
-    for (std::size_t i = 0; i < d; ++i) {
-      const T v = Feedback ? T(xp[i] + ep[i]) : xp[i];
-      if (!std::isfinite(v)) throw_non_finite(static_cast<double>(v), i, ctx, Feedback ? "x + e" : "input");
-    }
-  }
+  if (found.max_key >= inf_key<T>) src.fail(ctx);
 
   // The k-th largest candidate key: a histogram of (key - thr) finds the bin that holds
   // it, an nth_element over that bin's keys finishes. Then every candidate above it is taken and,
@@ -282,12 +309,14 @@ void top_k_indices(std::span<const T> x, std::span<T> e, std::size_t k, std::vec
       out[o++] = ci[j];
     }
   }
-  if constexpr (Feedback) {
+  if (src.e_out) {
     // e = x + e from the end backwards, in chunks read forwards: the last part of x and e that
     // the scan read is still in cache (on a machine whose last-level cache holds a few tens of MB,
-    // a sizeable part of the second pass)
-    constexpr std::size_t chunk = 4096;
-    T* const ew = e.data();
+    // a sizeable part of the second pass). Chunks of 64Ki elements keep the hardware prefetcher
+    // streaming (4Ki-element chunks measured slower).
+    constexpr std::size_t chunk = 65536;
+    const T* const xp = src.x;
+    T* const ew = src.e_out;
     for (std::size_t end = d; end > 0;) {
       const std::size_t begin = end > chunk ? end - chunk : 0;
       for (std::size_t i = begin; i < end; ++i) ew[i] = xp[i] + ew[i];
@@ -314,7 +343,9 @@ struct top_k {
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     const std::size_t kk = checked_k(v.size(), ctx);
-    if (segments.empty()) detail::top_k_indices<T, false>(v, {}, kk, out.indices, ctx, ws);
+    if (segments.empty())
+      detail::top_k_indices<T>(detail::selection_source<T, false, false>{.x = v.data(), .d = v.size()}, kk,
+                               out.indices, ctx, ws);
     else select_segments<T, false>(v, {}, out.indices, ctx, ws);
     finish(v, out, ctx);
   }
@@ -325,7 +356,9 @@ struct top_k {
                          compress_workspace<T>& ws) const {
     const std::size_t kk = checked_k(x.size(), ctx);
     if (segments.empty()) {
-      detail::top_k_indices<T, true>(x, e, kk, out.indices, ctx, ws);  // throws before any write
+      detail::top_k_indices<T>(  // throws before any write
+          detail::selection_source<T, true, false>{.x = x.data(), .e = e.data(), .e_out = e.data(), .d = x.size()}, kk,
+          out.indices, ctx, ws);
     } else {
       // every segment is checked before the first one writes e
       for (std::size_t i = 0; i < x.size(); ++i)
@@ -336,7 +369,55 @@ struct top_k {
     for_each_value<T>(out, [e](std::uint32_t i, T q) { e[i] -= q; });
   }
 
+  /// Whether plan_step and apply_step serve this configuration: a global selection (per-layer
+  /// top-K takes the unfused path).
+  bool fuses_step() const noexcept { return segments.empty(); }
+
+  /// The local step fused with error feedback (ALGORITHMS.md, Sparse-Push steps 1 and 2), first
+  /// planned: the indices of the k largest |v|, v = (x - gamma p) + e (the product rounded on its
+  /// own, as the node's plain step rounds it), into plan, reading x, p and e once and writing
+  /// nothing else. Throws what compress_feedback throws, and non_finite_error naming the first
+  /// bad element (a bad p as the "local direction", else "x + e"), before anything is written.
+  template <tensor_element T>
+  void plan_step(std::span<const T> x, std::span<const T> p, T gamma, std::span<const T> e,
+                 std::vector<std::uint32_t>& plan, const context& ctx, compress_workspace<T>& ws) const {
+    const std::size_t kk = checked_step(x.size(), p.size(), e.size(), ctx);
+    if (!std::isfinite(gamma)) throw config_error("learning rate is not finite at " + ctx.where());
+    detail::top_k_indices<T>(
+        detail::selection_source<T, true, true>{.x = x.data(), .e = e.data(), .p = p.data(), .g = gamma, .d = x.size()},
+        kk, plan, ctx, ws);
+  }
+
+  /// ... then applied, in one pass over x, p and e: x <- x - gamma p, e <- x + e; then q carries
+  /// e's values at the plan's indices and e -= q. The bits are those of x -= gamma p followed by
+  /// compress_feedback(x, e, q). plan must be plan_step's for the same x, p, gamma and e (checked:
+  /// k ascending indices below d), or config_error is thrown before anything is written.
+  template <tensor_element T>
+  void apply_step(std::span<T> x, std::span<const T> p, T gamma, std::span<T> e, std::span<const std::uint32_t> plan,
+                  message& out, const context& ctx) const {
+    const std::size_t kk = checked_step(x.size(), p.size(), e.size(), ctx);
+    bool ascending = plan.size() == kk;
+    for (std::size_t j = 0; ascending && j < plan.size(); ++j)
+      ascending = plan[j] < x.size() && (j == 0 || plan[j - 1] < plan[j]);
+    if (!ascending)
+      throw config_error("fused top-K step at " + ctx.where() + ": the plan is not " + std::to_string(kk) +
+                         " ascending indices below " + std::to_string(x.size()) + " (plan_step's output)");
+    out.indices.assign(plan.begin(), plan.end());  // before any write: only bad_alloc can throw here
+    detail::step_pass(x.data(), p.data(), gamma, e.data(), x.size());
+    finish(std::span<const T>(e), out, ctx);
+    for_each_value<T>(out, [e](std::uint32_t i, T q) { e[i] -= q; });
+  }
+
  private:
+  /// checked_k for the fused step, which needs a global selection and x, p, e of one size.
+  std::size_t checked_step(std::size_t d, std::size_t dp, std::size_t de, const context& ctx) const {
+    if (!fuses_step()) throw config_error("per-layer top-K has no fused step: use compress_feedback");
+    if (dp != d || de != d)
+      throw size_error("fused top-K step at " + ctx.where() + ": x has " + std::to_string(d) +
+                       " elements, the direction " + std::to_string(dp) + " and the residual " + std::to_string(de));
+    return checked_k(d, ctx);
+  }
+
   /// Check the configuration at dimension d; k of a global selection (0 for per-layer).
   std::size_t checked_k(std::size_t d, const context& ctx) const {
     values.validate();
@@ -363,8 +444,10 @@ struct top_k {
     for (std::size_t s = 0; s < segments.size(); ++s) {
       const std::size_t b = segments[s], end = s + 1 < segments.size() ? segments[s + 1] : x.size();
       const std::size_t kk = k.resolve(end - b, ctx);
-      detail::top_k_indices<T, Feedback>(x.subspan(b, end - b), Feedback ? e.subspan(b, end - b) : e, kk, part,
-                                         ctx, ws);
+      T* const eb = Feedback ? e.data() + b : nullptr;
+      detail::top_k_indices<T>(
+          detail::selection_source<T, Feedback, false>{.x = x.data() + b, .e = eb, .e_out = eb, .d = end - b}, kk, part,
+          ctx, ws);
       for (auto i : part) out.push_back(static_cast<std::uint32_t>(b + i));
     }
   }

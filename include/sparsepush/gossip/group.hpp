@@ -219,18 +219,14 @@ class push_sum_group {
     }
     detail::lockstep_round(
         pool_, n, [&](std::size_t i) { return net.endpoint(static_cast<std::uint32_t>(first + i)); },
-        [&](std::size_t i) {
+        [&](std::size_t i, std::size_t w) {
           const auto ns = node_step_of(i);
           if (local && ns.direction.empty())  // a node takes an empty one as no step: every node steps or none
             throw size_error("round " + std::to_string(t) + ", node " + std::to_string(first + i) +
                              ": direction has 0 elements, the model has " + std::to_string(d_));
-          nodes_[i].check(t, comp, cols_[i], ns, total_);
+          nodes_[i].prepare(t, comp, cols_[i], ns, total_, ws_[w]);
         },
-        [&](std::size_t i, std::size_t w) {
-          const auto ns = node_step_of(i);
-          if (local) nodes_[i].local_step(ns.direction, ns.gamma);
-          nodes_[i].compress(comp, t, st.feedback, ws_[w], st.fresh_residual);
-        },
+        [&](std::size_t i, std::size_t w) { nodes_[i].step_and_compress(comp, t, node_step_of(i), ws_[w]); },
         [&](std::size_t i, auto& ep) { nodes_[i].post(ep, t, cols_[i]); },
         [&](std::size_t i, auto& ep) {
           const auto c0 = run_clock::now();
@@ -516,17 +512,15 @@ class push_sum_group {
       throw config_error("round " + std::to_string(t) + ": the consensus step changes from " +
                          std::to_string(deferred_eta_) + " to " + std::to_string(st.eta) +
                          " with envelopes in flight: drain() first");
-    pool_.parallel_for(n, [&](std::size_t i) {
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
       const auto ns = node_step_of(i);
       if (local && ns.direction.empty())
         throw size_error("round " + std::to_string(t) + ", node " + std::to_string(first + i) +
                          ": direction has 0 elements, the model has " + std::to_string(d_));
-      nodes_[i].check(t, comp, cols_[i], ns, total_);
+      nodes_[i].prepare(t, comp, cols_[i], ns, total_, ws_[w]);
     });
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      const auto ns = node_step_of(i);
-      if (local) nodes_[i].local_step(ns.direction, ns.gamma);
-      nodes_[i].compress(comp, t, st.feedback, ws_[w], st.fresh_residual);
+      nodes_[i].step_and_compress(comp, t, node_step_of(i), ws_[w]);
     });
     undrained_ = true;
     deferred_eta_ = st.eta;

@@ -58,7 +58,8 @@ void mix_every_node(Pool& pool, std::size_t n, Mix&& mix) {
 
 /// One lockstep round over nodes [0, n), running per-node work on `pool` (a thread_pool or
 /// serial_runner; w names the thread, for per-thread scratch):
-///   check(i)             every node, before any state changes (a throw changes nothing)
+///   check(i, w)          every node, before any state changes (a throw changes nothing but
+///                        scratch: a node may keep what it planned, see push_sum_node::prepare)
 ///   step(i, w)           local step and compression
 ///   post(i, ep)          in node order, ep = endpoint_of(i)
 ///   collect(i, ep)       in node order, on the calling thread (a network may need its calls on one)
@@ -68,7 +69,7 @@ void mix_every_node(Pool& pool, std::size_t n, Mix&& mix) {
 template <class Pool, class EndpointOf, class Check, class Step, class Post, class Collect, class Mix>
 void lockstep_round(Pool& pool, std::size_t n, EndpointOf&& endpoint_of, Check&& check, Step&& step, Post&& post,
                     Collect&& collect, Mix&& mix) {
-  pool.parallel_for(n, check);
+  pool.parallel_for_worker(n, check);
   pool.parallel_for_worker(n, step);
   for (std::size_t i = 0; i < n; ++i) {
     auto&& ep = endpoint_of(i);

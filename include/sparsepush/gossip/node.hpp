@@ -141,7 +141,7 @@ class push_sum_node {
   std::size_t buffer_bytes() const noexcept {
     return block_.capacity() * sizeof(T) + message_capacity_bytes(msg_) + inbox_.capacity_bytes() +
            ws_.capacity_bytes() + mix_.capacity() * sizeof(weighted_message) + scratch_.capacity_bytes() +
-           cursors_.capacity() * sizeof(sparse_cursor) +
+           cursors_.capacity() * sizeof(sparse_cursor) + plan_.capacity() * sizeof(std::uint32_t) +
            out_.capacity() * sizeof(out_edge) + in_.capacity() * sizeof(in_edge);
   }
 
@@ -152,6 +152,55 @@ class push_sum_node {
   template <class C>
   void check(std::uint32_t t, const C& comp, std::span<const out_edge> out, const step& st,
              std::size_t nodes = 0) const {
+    check_config(t, comp, out, st, nodes);
+    check_finite_inputs(context{opt_.seed, opt_.id, t}, st.direction, static_cast<T>(st.gamma), use_feedback(st));
+  }
+
+  /// check() for a round whose steps come next (a group checks every node first, then steps
+  /// them): where the round has a local step and error feedback and the compressor fuses them
+  /// (top_k::fuses_step: a global top-K), the check of x - gamma p (+ e) is the fused step's
+  /// planning pass (top_k::plan_step: the selection on v = (x - gamma p) + e, which reads x, p
+  /// and e once and writes only the node's plan), and step_and_compress applies it in one pass
+  /// over x, p and e, with the bits of local_step then compress. Otherwise the same as check().
+  /// A throw leaves the node as it was (a plan made here is dropped by the next prepare).
+  template <class C>
+  void prepare(std::uint32_t t, const C& comp, std::span<const out_edge> out, const step& st, std::size_t nodes,
+               compress_workspace<T>& ws) {
+    planned_ = false;
+    check_config(t, comp, out, st, nodes);
+    const context ctx{opt_.seed, opt_.id, t};
+    if constexpr (detail::fused_step_compressor<C, T>) {
+      if (!st.direction.empty() && use_feedback(st) && detail::fuses_step(comp)) {
+        comp.plan_step(std::span<const T>(x()), st.direction, static_cast<T>(st.gamma),
+                       std::span<const T>(residual_), plan_, ctx, ws);
+        planned_ = true;
+        return;
+      }
+    }
+    check_finite_inputs(ctx, st.direction, static_cast<T>(st.gamma), use_feedback(st));
+  }
+
+  /// Steps 1 and 2 after prepare(): the planned fused step, or local_step (when st.direction is
+  /// not empty) then compress.
+  template <class C>
+  void step_and_compress(const C& comp, std::uint32_t t, const step& st, compress_workspace<T>& ws) {
+    if constexpr (detail::fused_step_compressor<C, T>) {
+      if (planned_) {
+        planned_ = false;
+        comp.apply_step(x(), st.direction, static_cast<T>(st.gamma), std::span<T>(residual_), plan_, msg_,
+                        context{opt_.seed, opt_.id, t});
+        return;
+      }
+    }
+    if (!st.direction.empty()) local_step(st.direction, st.gamma);
+    compress(comp, t, st.feedback, ws, st.fresh_residual);
+  }
+
+ private:
+  /// check() without the NaN/Inf check of x - gamma p (+ e).
+  template <class C>
+  void check_config(std::uint32_t t, const C& comp, std::span<const out_edge> out, const step& st,
+                    std::size_t nodes) const {
     const context ctx{opt_.seed, opt_.id, t};
     if (!(st.eta > 0.0 && st.eta <= 1.0))
       throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
@@ -177,8 +226,9 @@ class push_sum_node {
     // a column summing to 2 would double sum_i u_i every round
     check_column(t, opt_.id, out, nodes);
     validate_compressor<T>(comp, d_, ctx);
-    check_finite_inputs(ctx, st.direction, static_cast<T>(st.gamma), use_feedback(st));
   }
+
+ public:
 
   /// Step 1: x_i -= gamma p_i (p checked by check()).
   void local_step(std::span<const T> p, double gamma) {
@@ -463,11 +513,8 @@ class push_sum_node {
     detail::serial_runner alone;
     detail::lockstep_round(
         alone, 1, [&](std::size_t) -> E& { return ep; },
-        [&](std::size_t) { check(t, comp, out_, st, sched.num_nodes()); },
-        [&](std::size_t, std::size_t) {
-          if (!st.direction.empty()) local_step(st.direction, st.gamma);
-          compress(comp, t, st.feedback, ws_, st.fresh_residual);
-        },
+        [&](std::size_t, std::size_t) { prepare(t, comp, out_, st, sched.num_nodes(), ws_); },
+        [&](std::size_t, std::size_t) { step_and_compress(comp, t, st, ws_); },
         [&](std::size_t, E& e) { post(e, t, out_); }, [&](std::size_t, E& e) { collect(e, t, in_); },
         [&](std::size_t, std::size_t) { mix(st.eta, self_share(out_), block_); });
   }
@@ -594,6 +641,8 @@ class push_sum_node {
     bool f32;
   };
   std::vector<sparse_cursor> cursors_;
+  std::vector<std::uint32_t> plan_;  ///< prepare()'s fused step: the selected indices
+  bool planned_ = false;
   bool last_sparse_ = false;
   double own_coef_ = 0.0;          ///< the staged own share c of a deferred round
   bool own_staged_ = false;
