@@ -9,9 +9,14 @@ SparsePushGossipRound (args d, nodes) with nodes passes, i.e. its ratio is time 
 DenseScale): the cost of a Sparse-Push round in units of one pass over every node's model.
 Standard library only.
 
+After the tables, the goals of the speed work (issue 25) are printed one row each, with the goal
+and a check mark (or n/a where the run lacks the benchmarks a row needs); --train-summary adds the
+rows of a sparsepush-train run (the 16-node, exponential, 6-epoch, --threads 1 run: training
+seconds, wall seconds and the evaluation's share of the wall time).
+
 Usage:
   python3 bench/ratios.py --bench build/bench/sparsepush-bench [--filter REGEX] [--min-time S]
-  python3 bench/ratios.py --json results.json [--torch-json torch.json]
+  python3 bench/ratios.py --json results.json [--torch-json torch.json] [--train-summary s.json]
 """
 
 import argparse
@@ -70,14 +75,93 @@ def parse_args():
     p.add_argument("--save", help="also write the raw JSON to this file (with --bench)")
     p.add_argument("--torch-json", help="read the PyTorch peer's result (torch_cnn.py --json) from this file")
     p.add_argument("--no-torch", action="store_true", help="do not run the PyTorch peer")
+    p.add_argument("--train-summary", help="a sparsepush-train --summary JSON file of the goal's run "
+                   "(--schedule exponential --epochs 6 --threads 1, the other settings default)")
     return p.parse_args()
+
+
+# The goals of the speed work: (label, function of the results giving the measured value or
+# None, comparison, goal). Ratios are kernel time over baseline time measured in one run.
+def _ratio(results, kernel, kargs, base, bargs, times=1):
+    a, b = results.get((kernel, kargs)), results.get((base, bargs))
+    if a is None or b is None or not b["us"]:
+        return None
+    return a["us"] / (times * b["us"])
+
+
+def _counter(results, key, name):
+    r = results.get(key)
+    return None if r is None else r.get("counters", {}).get(name)
+
+
+GOALS = [
+    ("SparsePushRound/1000000/16 / (16 x DenseScale/1000000)",
+     lambda r, a: _ratio(r, "SparsePushRound", (1000000, 16), "DenseScale", (1000000,), 16), "<=", 8.0),
+    ("error feedback + top-K / error-feedback pass, d = 1e7, k = 0.1%",
+     lambda r, a: _ratio(r, "ErrorFeedback", (10000000, 10000), "ErrorFeedbackPass", (10000000,)), "<=", 1.8),
+    ("error feedback + top-K / error-feedback pass, d = 1e7, k = 1%",
+     lambda r, a: _ratio(r, "ErrorFeedback", (10000000, 100000), "ErrorFeedbackPass", (10000000,)), "<=", 2.3),
+    ("error feedback + top-K / error-feedback pass, d = 1e8, k = 0.1%",
+     lambda r, a: _ratio(r, "ErrorFeedback", (100000000, 100000), "ErrorFeedbackPass", (100000000,)), "<=", 1.8),
+    ("error feedback + top-K / error-feedback pass, d = 1e8, k = 1%",
+     lambda r, a: _ratio(r, "ErrorFeedback", (100000000, 1000000), "ErrorFeedbackPass", (100000000,)), "<=", 2.3),
+    ("QSGD / read pass, d = 1e6",
+     lambda r, a: _ratio(r, "QSGD", (1000000,), "ReadPass", (1000000,)), "<=", 4.0),
+    ("CNN train step, batch 32: fraction of one core's FMA peak",
+     lambda r, a: _counter(r, ("TrainStep_cnn", (32,)), "of_peak"), ">=", 0.5),
+    ("CNN train step, batch 32: images/s over PyTorch's (1 thread)",
+     lambda r, a: _torch_ratio(r, a), ">=", 3.0),
+    ("sparsepush-train 16 nodes, exponential, 6 epochs, --threads 1: training seconds",
+     lambda r, a: _summary(a, lambda s: s["train_seconds"]), "<=", 40.0),
+    ("... wall seconds", lambda r, a: _summary(a, lambda s: s["wall_seconds"]), "<=", 48.0),
+    ("... evaluation's share of the wall time",
+     lambda r, a: _summary(a, lambda s: s["eval_seconds"] / s["wall_seconds"]), "<=", 0.10),
+]
+
+
+def _torch_ratio(results, args):
+    r = results.get(("TrainStep_cnn", (32,)))
+    if r is None or not r.get("ips"):
+        return None
+    peer = torch_result(args, 32)
+    return None if peer is None else r["ips"] / peer["images_per_second"]
+
+
+def _summary(args, f):
+    if not args.train_summary:
+        return None
+    with open(args.train_summary, encoding="utf-8") as fh:
+        return f(json.load(fh))
+
+
+def goal_rows(args, results):
+    """One row per goal: what was measured, the goal and whether it is met."""
+    rows = []
+    for label, measure, op, goal in GOALS:
+        value = measure(results, args)
+        if value is None:
+            rows.append(f"| {label} | n/a | {op} {goal:g} | n/a |")
+            continue
+        met = value <= goal if op == "<=" else value >= goal
+        rows.append(f"| {label} | {value:.3g} | {op} {goal:g} | {'✓' if met else '✗'} |")
+    return rows
 
 
 TORCH_PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "torch_cnn.py")
 
 
+_TORCH_CACHE = {}
+
+
 def torch_result(args, batch):
-    """The PyTorch peer's result at this batch (a dict), or None when torch is not importable."""
+    """The PyTorch peer's result at this batch (a dict), or None when torch is not importable;
+    run once per batch."""
+    if batch not in _TORCH_CACHE:
+        _TORCH_CACHE[batch] = _torch_result(args, batch)
+    return _TORCH_CACHE[batch]
+
+
+def _torch_result(args, batch):
     if args.torch_json:
         with open(args.torch_json, encoding="utf-8") as f:
             return json.load(f)
@@ -145,6 +229,8 @@ def collect(data):
             "wire": bs[-1].get("wire_bytes"),
             "ips": statistics.median(b.get("items_per_second", 0.0) for b in bs),
             "label": bs[-1].get("label", ""),
+            "counters": {name: statistics.median(b[name] for b in bs)
+                         for name in ("of_peak", "GFLOP/s") if all(name in b for b in bs)},
         }
     return results
 
@@ -206,6 +292,10 @@ def main():
         print("| what | sparsepush | peer | peer images/s | ratio (sparsepush / peer) |")
         print("|---|--:|---|--:|--:|")
         print("\n".join(nn))
+    print("\ngoals (issue 25), measured in this run:")
+    print("| row | measured | goal | met |")
+    print("|---|--:|--:|:-:|")
+    print("\n".join(goal_rows(args, results)))
     for line in slower:
         print(f"\nWARNING: {line}")
     return 0
