@@ -468,3 +468,32 @@ TEST_CASE("directions handed to a round equal the oracle's bit for bit and bad o
   for (std::size_t i = 0; i < n; ++i) REQUIRE(c.model(i) == vec(d, 0.25));
   REQUIRE(c.bytes_sent() == 0);
 }
+
+TEST_CASE("sparse_push's oracle sees x / u: x itself where u is exactly 1, the de-biased copy elsewhere",
+          "[algorithm]") {
+  // the directed ring (every node keeps a half and pushes a half to the next) keeps u = 1 exactly;
+  // a random schedule of uneven in-degrees moves u away from 1. In both, what the oracle reads must
+  // be model(i), bit for bit, every round.
+  const std::size_t n = 6, d = 40;
+  std::vector<std::vector<float>> x0;
+  for (std::size_t i = 0; i < n; ++i) x0.push_back(test::gaussian<float>(d, 300 + static_cast<unsigned>(i)));
+  for (const char* spec : {"directed-ring", "random:2"}) {
+    INFO(spec);
+    sparse_push<float> alg(x0, parse_schedule(spec, n), sparse_push_phases(top_k{k_spec::count(5)}, 0.5),
+                           {.threads = 1, .seed = 4});
+    std::size_t calls = 0, unit_weight = 0, mismatches = 0;
+    const gradient_oracle<float> oracle = [&](std::uint32_t i, std::uint32_t, std::span<const float> model,
+                                              std::span<float> p) {
+      const auto want = alg.model(i);
+      mismatches += std::memcmp(model.data(), want.data(), d * sizeof(float)) != 0;
+      unit_weight += alg.group().node(i).u() == 1.0;
+      ++calls;
+      for (std::size_t l = 0; l < d; ++l) p[l] = 0.1f * model[l];
+    };
+    for (std::uint32_t t = 0; t < 8; ++t) alg.round(t, oracle, 0.1);
+    REQUIRE(calls == 8 * n);
+    REQUIRE(mismatches == 0);
+    if (std::string(spec) == "directed-ring") REQUIRE(unit_weight == calls);  // the in-place path ran
+    else REQUIRE(unit_weight < calls);                                          // and the copying one
+  }
+}

@@ -86,9 +86,10 @@ class sparse_push {
     validate_schedule(sched_);
   }
 
-  /// One round t with learning rate gamma. The oracle gets xh_i in a buffer of the thread that
-  /// runs node i and writes p_i into a buffer of node i (the group needs every p_i before any
-  /// node steps); the buffers are allocated at the first round that trains.
+  /// One round t with learning rate gamma. The oracle gets xh_i (x_i itself where u_i is exactly
+  /// 1, else a copy in a buffer of the thread that runs node i; either is valid during the call
+  /// only) and writes every element of p_i into a buffer of node i (the group needs every p_i
+  /// before any node steps); the buffers are allocated at the first round that trains.
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
     if (!phases_.at(t).local_step) {
       round(t, std::span<const std::span<const T>>(), gamma);
@@ -99,8 +100,15 @@ class sparse_push {
       xh_.assign(group_.workers(), std::vector<T>(group_.dim()));
     }
     group_.for_each_node([&](std::size_t i, std::size_t w) {
-      group_.debiased(i, xh_[w]);
-      oracle(static_cast<std::uint32_t>(group_.first_node() + i), t, xh_[w], dirs_[i]);
+      // x / u is x itself where u is exactly 1 (as a doubly stochastic schedule keeps it): then the
+      // oracle reads x in place (nothing writes x while the oracles run) and no pass copies it
+      const auto& node = group_.node(i);
+      std::span<const T> model = node.x();
+      if (node.u() != 1.0) {
+        group_.debiased(i, xh_[w]);
+        model = xh_[w];
+      }
+      oracle(static_cast<std::uint32_t>(group_.first_node() + i), t, model, dirs_[i]);
     });
     views_.assign(dirs_.begin(), dirs_.end());
     round(t, std::span<const std::span<const T>>(views_), gamma);
