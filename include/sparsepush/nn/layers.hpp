@@ -3,9 +3,8 @@
 // checks): dense and conv2d (im2col, or shifted windows of the padded input, and the products of
 // gemm.hpp), max/avg/global-average pooling, ReLU, flatten, GroupNorm (with a fused
 // GroupNorm-ReLU-max-pool pass, forward and backward, for training and inference), EvoNorm-S0,
-// and the numerically stable softmax
-// cross-entropy. Activations are NCHW, sample-major; a layer's parameters are one contiguous
-// slice of the model's flat buffer.
+// and the numerically stable softmax cross-entropy. Activations are NCHW, sample-major; a
+// layer's parameters are one contiguous slice of the model's flat buffer.
 #pragma once
 
 #include <Eigen/Core>
@@ -369,14 +368,18 @@ struct conv2d {
     for (std::size_t n = 0; n < batch; ++n) {
       const T* dyn = dy + n * out.size();
       im2col(x + n * in.size(), cols, Pp);
-      for (std::size_t o = 0; o < out_c; ++o) {
-        const T* r = dyn + o * P;
-        T acc = db[o];
-        for (std::size_t q = 0; q < P; ++q) {
-          dyt[q * Op + o] = r[q];
-          acc += r[q];
+      for (std::size_t q0 = 0; q0 < P; q0 += 32) {  // 32 rows of dY^T at a time: they stay in L1
+        const std::size_t q1 = std::min(P, q0 + 32);
+        for (std::size_t o = 0; o < out_c; ++o) {
+          const T* r = dyn + o * P;
+          for (std::size_t q = q0; q < q1; ++q) dyt[q * Op + o] = r[q];
         }
-        db[o] = acc;
+      }
+      // db[o] += dY[o][q] in q order, as one chain per o, but the out_c chains side by side
+      // (a row of dY^T at a time): the same sums, without waiting on one add after another
+      for (std::size_t q = 0; q < P; ++q) {
+        const T* row = dyt + q * Op;
+        for (std::size_t o = 0; o < out_c; ++o) db[o] += row[o];
       }
       gw.init = n ? gemm_init::accumulate : gemm_init::zero;
       gemm(gw);
