@@ -1,14 +1,19 @@
 // Microbenchmarks of the training backend (nn/): one local step of one node, forward + backward +
 // sgd direction on random data, as BM_TrainStep_<model>/<batch>; items are images, so the report
-// shows images/s. The model's FLOPs per step are attached as a counter, and the instruction set
-// the products run on as a label. Evaluation: BM_Inference_<model>/<batch> (model::logits, the
-// inference path) beside its baseline BM_TrainForward_<model>/<batch> (model::loss, the training
-// forward pass that keeps every activation). bench/peers/torch_cnn.py times the same cnn in
-// PyTorch; bench/ratios.py puts the two side by side. BENCHMARK_MAIN lives in bench_compress.cpp.
+// shows images/s. The model's FLOPs per step (model::profile, from the layer shapes) give two
+// counters: GFLOP (per second) and peak, the fraction of one core's fp32 FMA peak; the instruction
+// set the products run on is the label. BM_FmaPeak measures that peak: independent chains of
+// fused multiply-adds, enough of them to keep every FMA pipe busy. Evaluation:
+// BM_Inference_<model>/<batch> (model::logits, the inference path) beside its baseline
+// BM_TrainForward_<model>/<batch> (model::loss, the training forward pass that keeps every
+// activation). bench/peers/torch_cnn.py times the same cnn in PyTorch; bench/ratios.py puts the
+// two side by side. BENCHMARK_MAIN lives in bench_compress.cpp.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +25,88 @@
 namespace {
 
 namespace nn = sparsepush::nn;
+
+// --- one core's fp32 FMA peak -------------------------------------------------------------------
+// kChains independent accumulators, acc = fma(m, c, acc) with gemm.hpp's multiply-add of the level:
+// a chain waits for its previous FMA (4 cycles on Zen 4 and recent Intel), so with two FMA pipes
+// at least 8 must be in flight; 16 leave slack and fit the 16 (AVX2) or 32 (AVX-512) registers.
+constexpr int kChains = 16;
+
+template <class Isa>
+[[gnu::always_inline]] inline float fma_chains(std::int64_t n) {
+  typedef typename Isa::vec vec;
+  const vec m = vec{} + 1e-7f, c = vec{} + 1e-7f;
+  vec acc[kChains];
+  for (int j = 0; j < kChains; ++j) acc[j] = vec{} + (1.0f + 0.001f * float(j));
+  for (std::int64_t i = 0; i < n; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < kChains; ++j) Isa::fmadd(acc[j], m, c);
+  }
+  float sum = 0;
+  for (int j = 0; j < kChains; ++j)
+    for (std::size_t l = 0; l < sizeof(vec) / sizeof(float); ++l) sum += acc[j][l];
+  return sum;
+}
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+[[gnu::target("avx512f,avx2,fma"), gnu::flatten]] float fma_chains_avx512(std::int64_t n) {
+  return fma_chains<nn::detail::fma_avx512>(n);
+}
+[[gnu::target("avx2,fma"), gnu::flatten]] float fma_chains_avx2(std::int64_t n) {
+  return fma_chains<nn::detail::fma_avx2>(n);
+}
+[[gnu::target("fma"), gnu::flatten]] float fma_chains_sse(std::int64_t n) {
+  return fma_chains<nn::detail::fma_baseline<float, 16>>(n);
+}
+#endif
+
+/// Lanes of one multiply-add at the level gemm() runs.
+std::size_t fma_lanes(nn::detail::simd_level level) {
+  return level == nn::detail::simd_level::avx512 ? 16 : level == nn::detail::simd_level::avx2 ? 8 : 4;
+}
+/// n rounds of the chains at `level`: 2 n kChains lanes FLOPs (a multiply-add is 2).
+float fma_step(std::int64_t n, nn::detail::simd_level level) {
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  if (level == nn::detail::simd_level::avx512) return fma_chains_avx512(n);
+  if (level == nn::detail::simd_level::avx2) return fma_chains_avx2(n);
+  if (nn::detail::fma_supported()) return fma_chains_sse(n);
+#endif
+  return fma_chains<nn::detail::fma_baseline<float, 16>>(n);
+}
+double fma_flops(std::int64_t n, nn::detail::simd_level level) {
+  return 2.0 * double(n) * kChains * double(fma_lanes(level));
+}
+
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+/// One core's fp32 FMA peak in FLOP/s at the level gemm() runs: the best of 7 runs of about 20 ms
+/// of this thread's CPU time, measured once (the train steps' "peak" counter divides by it).
+double fma_peak() {
+  static const double peak = [] {
+    const auto level = nn::detail::simd_supported();
+    const std::int64_t n = 1 << 20;
+    double best = 0;
+    for (int r = 0; r < 7; ++r) {
+      const double t0 = thread_seconds();
+      benchmark::DoNotOptimize(fma_step(n, level));
+      best = std::max(best, fma_flops(n, level) / (thread_seconds() - t0));
+    }
+    return best;
+  }();
+  return peak;
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  const auto level = nn::detail::simd_supported();
+  const std::int64_t n = 1 << 16;
+  for (auto _ : state) benchmark::DoNotOptimize(fma_step(n, level));
+  state.counters["GFLOP"] = benchmark::Counter(fma_flops(n, level) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(nn::detail::simd_name(level));
+}
 
 void train_step(benchmark::State& state, const std::string& name) {
   const auto batch = static_cast<std::size_t>(state.range(0));
@@ -42,7 +129,10 @@ void train_step(benchmark::State& state, const std::string& name) {
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(batch));
-  state.counters["GFLOP"] = benchmark::Counter(m.profile(batch).flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  // rates per second of CPU time: GFLOP/s, and that over the peak (a fraction)
+  const double flops = m.profile(batch).flops;
+  state.counters["GFLOP"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak"] = benchmark::Counter(flops / fma_peak(), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(nn::detail::simd_name(nn::detail::simd_supported()));
 }
 
@@ -79,6 +169,7 @@ void BM_TrainForward_cnn(benchmark::State& state) { forward(state, "cnn", false)
 
 }  // namespace
 
+BENCHMARK(BM_FmaPeak);
 BENCHMARK(BM_TrainStep_mlp)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrainStep_cnn)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrainStep_cnn_evonorm)->Arg(32)->Unit(benchmark::kMillisecond);

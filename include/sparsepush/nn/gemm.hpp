@@ -2,14 +2,14 @@
 // layers, C(i, j) = init(i, j) + sum_k A(i, k) B(k, j), with A strided both ways (so a transposed
 // operand costs nothing), B and C row-major. Register-blocked tiles over GCC/Clang vector types,
 // chosen at run time among AVX-512, AVX2+FMA and the compile-time baseline: no -march flag needed.
-// Every C(i, j) is its init plus the products in k order, whatever the tile, the matrix sizes or
-// the vector width, so results do not depend on the batch size or the thread count, and AVX2 and
-// AVX-512 give the same bits. Both fuse each multiply-add where the compiler contracts a * b + c
-// (GCC in its default GNU mode, -std=gnu++20, and Clang by default; GCC with a strict -std=c++20
-// does not, which halves the speed and rounds each product); the baseline path (x86-64 without
-// AVX2, or another CPU) rounds the product separately, so its bits differ from theirs.
+// Every C(i, j) is its init, then c = fma(A(i, k), B(k, j), c) in k order (one rounding per
+// step), whatever the tile, the matrix sizes, the vector width or the compile mode: the fused
+// multiply-add is explicit (_mm512_fmadd_ps, _mm256_fmadd_ps, std::fma on the baseline), not left
+// to the compiler's contraction, so results depend neither on the batch size or the thread count
+// nor on -std=c++20 vs gnu++20, and every level, the baseline included, gives the same bits.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -64,6 +64,30 @@ inline const char* simd_name(simd_level l) noexcept {
 #define SPARSEPUSH_NN_X86_DISPATCH 1
 #endif
 
+}  // namespace detail
+}  // namespace nn
+}  // namespace v0
+}  // namespace sparsepush
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+// GCC 12's AVX-512 headers trip -Wuninitialized at every inlined use (GCC PR105593), see
+// detail/simd.hpp; the diagnostic state is looked up at the header's own lines.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+namespace sparsepush {
+inline namespace v0 {
+namespace nn {
+namespace detail {
+
 /// The best level this CPU runs (checked once).
 inline simd_level simd_supported() noexcept {
 #ifdef SPARSEPUSH_NN_X86_DISPATCH
@@ -79,15 +103,59 @@ inline simd_level simd_supported() noexcept {
 #endif
 }
 
+/// Whether the CPU fuses multiply-adds in hardware (then the baseline runs a clone compiled for
+/// it: the same bits as std::fma's library call, without the call).
+inline bool fma_supported() noexcept {
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  static const bool fma = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma") != 0;
+  }();
+  return fma;
+#else
+  return false;
+#endif
+}
+
 #if defined(__GNUC__)
 
+/// The multiply-add of one instruction set: acc = fma(a, b, acc) lane by lane, rounded once.
+/// Arguments by reference: a vector passed by value to a function of another target changes
+/// the ABI (-Wpsabi). The baseline's std::fma is exact whatever the compiler contracts.
+template <class T, std::size_t VB>
+struct fma_baseline {
+  static constexpr std::size_t bytes = VB;
+  typedef T vec __attribute__((vector_size(VB)));
+  static void fmadd(vec& acc, const vec& a, const vec& b) noexcept {
+    for (std::size_t l = 0; l < VB / sizeof(T); ++l) acc[l] = std::fma(a[l], b[l], acc[l]);
+  }
+};
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+struct fma_avx2 {
+  static constexpr std::size_t bytes = 32;
+  typedef float vec __attribute__((vector_size(32)));
+  [[gnu::target("avx2,fma")]] static void fmadd(vec& acc, const vec& a, const vec& b) noexcept {
+    acc = (vec)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc);
+  }
+};
+struct fma_avx512 {
+  static constexpr std::size_t bytes = 64;
+  typedef float vec __attribute__((vector_size(64)));
+  [[gnu::target("avx512f,avx2,fma")]] static void fmadd(vec& acc, const vec& a, const vec& b) noexcept {
+    acc = (vec)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)acc);
+  }
+};
+#endif
+
 /// One MR x (NV vectors) tile of C at (i0, j0), ncols <= NV * lanes of them real. Partial: the
-/// last vector of B's rows is read only up to ncols (B is not padded there).
-template <std::size_t VB, class T, int MR, int NV, bool Partial>
+/// last vector of B's rows is read only up to ncols (B is not padded there). Isa: one of the
+/// fma_* structs above (its fmadd is inlined where the entry point is flattened).
+template <class Isa, class T, int MR, int NV, bool Partial>
 [[gnu::always_inline]] inline void gemm_tile(const gemm_args<T>& g, std::size_t i0, std::size_t j0,
                                              std::size_t ncols) {
-  constexpr std::size_t L = VB / sizeof(T);
-  typedef T vec __attribute__((vector_size(VB)));
+  constexpr std::size_t VB = Isa::bytes, L = VB / sizeof(T);
+  typedef typename Isa::vec vec;
   vec acc[MR][NV];
   const std::size_t last = ncols - (NV - 1) * L;  // real lanes of the last vector
 #pragma GCC unroll 16
@@ -130,9 +198,9 @@ template <std::size_t VB, class T, int MR, int NV, bool Partial>
     const T* ak = arow + kk * g.a_col;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const T a = ak[r * g.a_row];
+      const vec a = vec{} + ak[r * g.a_row];
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[r][v] += a * bv[v];
+      for (int v = 0; v < NV; ++v) Isa::fmadd(acc[r][v], a, bv[v]);
     }
   }
 #pragma GCC unroll 16
@@ -142,53 +210,68 @@ template <std::size_t VB, class T, int MR, int NV, bool Partial>
       std::memcpy(g.c + (i0 + r) * g.ldc + j0 + v * L, &acc[r][v], (v + 1 == NV ? last : L) * sizeof(T));
 }
 
-template <std::size_t VB, class T, int MR, int NV>
+template <class Isa, class T, int MR, int NV>
 [[gnu::always_inline]] inline void gemm_tile_nv(const gemm_args<T>& g, std::size_t i0, std::size_t j0,
                                                 std::size_t ncols, int nv, bool partial) {
   if constexpr (NV > 0) {
     if (nv == NV) {
-      if (partial) gemm_tile<VB, T, MR, NV, true>(g, i0, j0, ncols);
-      else gemm_tile<VB, T, MR, NV, false>(g, i0, j0, ncols);
+      if (partial) gemm_tile<Isa, T, MR, NV, true>(g, i0, j0, ncols);
+      else gemm_tile<Isa, T, MR, NV, false>(g, i0, j0, ncols);
       return;
     }
-    gemm_tile_nv<VB, T, MR, NV - 1>(g, i0, j0, ncols, nv, partial);
+    gemm_tile_nv<Isa, T, MR, NV - 1>(g, i0, j0, ncols, nv, partial);
   }
 }
 
-template <std::size_t VB, class T, int MR, int NVMAX>
+template <class Isa, class T, int MR, int NVMAX>
 [[gnu::always_inline]] inline void gemm_tile_mr(const gemm_args<T>& g, std::size_t i0, std::size_t j0,
                                                 std::size_t ncols, int mr, int nv, bool partial) {
   if constexpr (MR > 0) {
     if (mr == MR) {
-      gemm_tile_nv<VB, T, MR, NVMAX>(g, i0, j0, ncols, nv, partial);
+      gemm_tile_nv<Isa, T, MR, NVMAX>(g, i0, j0, ncols, nv, partial);
       return;
     }
-    gemm_tile_mr<VB, T, MR - 1, NVMAX>(g, i0, j0, ncols, mr, nv, partial);
+    gemm_tile_mr<Isa, T, MR - 1, NVMAX>(g, i0, j0, ncols, mr, nv, partial);
   }
 }
 
-/// The whole product in tiles of up to MRMAX rows and NVMAX vectors of VB bytes.
-template <std::size_t VB, class T, int MRMAX, int NVMAX>
+/// The whole product in tiles of up to MRMAX rows and NVMAX vectors of Isa::bytes.
+template <class Isa, class T, int MRMAX, int NVMAX>
 [[gnu::always_inline]] inline void gemm_blocked(const gemm_args<T>& g) {
-  constexpr std::size_t L = VB / sizeof(T), JB = NVMAX * L;
+  constexpr std::size_t L = Isa::bytes / sizeof(T), JB = NVMAX * L;
   for (std::size_t j0 = 0; j0 < g.n; j0 += JB) {
     const std::size_t ncols = g.n - j0 < JB ? g.n - j0 : JB;
     const int nv = static_cast<int>((ncols + L - 1) / L);
     const bool partial = !g.b_padded && ncols % L != 0;
     for (std::size_t i0 = 0; i0 < g.m; i0 += MRMAX) {
       const int mr = static_cast<int>(g.m - i0 < MRMAX ? g.m - i0 : MRMAX);
-      gemm_tile_mr<VB, T, MRMAX, NVMAX>(g, i0, j0, ncols, mr, nv, partial);
+      gemm_tile_mr<Isa, T, MRMAX, NVMAX>(g, i0, j0, ncols, mr, nv, partial);
     }
   }
 }
 
-inline void gemm_baseline(const gemm_args<float>& g) { gemm_blocked<16, float, 4, 3>(g); }
-inline void gemm_baseline(const gemm_args<double>& g) { gemm_blocked<16, double, 4, 3>(g); }
+// The entry points are flattened: everything they call, the fmadd of their target included, is
+// inlined into them (an always_inline fmadd of another target could not be).
+[[gnu::flatten]] inline void gemm_baseline(const gemm_args<float>& g) {
+  gemm_blocked<fma_baseline<float, 16>, float, 4, 3>(g);
+}
+[[gnu::flatten]] inline void gemm_baseline(const gemm_args<double>& g) {
+  gemm_blocked<fma_baseline<double, 16>, double, 4, 3>(g);
+}
 
 #ifdef SPARSEPUSH_NN_X86_DISPATCH
-[[gnu::target("avx2,fma")]] inline void gemm_avx2(const gemm_args<float>& g) { gemm_blocked<32, float, 4, 3>(g); }
-[[gnu::target("avx512f,avx2,fma")]] inline void gemm_avx512(const gemm_args<float>& g) {
-  gemm_blocked<64, float, 8, 3>(g);
+/// The baseline compiled for a CPU with FMA: std::fma becomes the instruction (the same bits).
+[[gnu::target("fma"), gnu::flatten]] inline void gemm_baseline_fma(const gemm_args<float>& g) {
+  gemm_blocked<fma_baseline<float, 16>, float, 4, 3>(g);
+}
+[[gnu::target("fma"), gnu::flatten]] inline void gemm_baseline_fma(const gemm_args<double>& g) {
+  gemm_blocked<fma_baseline<double, 16>, double, 4, 3>(g);
+}
+[[gnu::target("avx2,fma"), gnu::flatten]] inline void gemm_avx2(const gemm_args<float>& g) {
+  gemm_blocked<fma_avx2, float, 4, 3>(g);
+}
+[[gnu::target("avx512f,avx2,fma"), gnu::flatten]] inline void gemm_avx512(const gemm_args<float>& g) {
+  gemm_blocked<fma_avx512, float, 8, 3>(g);
 }
 #endif
 
@@ -204,7 +287,7 @@ void gemm_baseline(const gemm_args<T>& g) {
               : g.init == gemm_init::row_bias   ? g.bias[i]
                                                 : g.bias[j];
       for (std::size_t kk = 0; kk < g.k; ++kk)
-        acc += g.a[i * g.a_row + kk * g.a_col] * (g.b_rows ? g.b_rows[kk][j] : g.b[kk * g.ldb + j]);
+        acc = std::fma(g.a[i * g.a_row + kk * g.a_col], g.b_rows ? g.b_rows[kk][j] : g.b[kk * g.ldb + j], acc);
       *c = acc;
     }
 }
@@ -212,7 +295,7 @@ void gemm_baseline(const gemm_args<T>& g) {
 #endif
 
 /// C = init + A B at the given level (lowered to what the CPU runs); double always takes the
-/// baseline path (it serves gradient checks, not speed).
+/// baseline path (it serves gradient checks, not speed). Every level gives the same bits.
 template <class T>
 void gemm(const gemm_args<T>& g, simd_level level = simd_supported()) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "nn::detail::gemm: float or double");
@@ -223,6 +306,7 @@ void gemm(const gemm_args<T>& g, simd_level level = simd_supported()) {
     if (level == simd_level::avx512) return gemm_avx512(g);
     if (level == simd_level::avx2) return gemm_avx2(g);
   }
+  if (fma_supported()) return gemm_baseline_fma(g);
 #else
   (void)level;
 #endif

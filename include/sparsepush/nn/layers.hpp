@@ -2,9 +2,9 @@
 // struct with forward/backward templated on the scalar (float for training, double for gradient
 // checks): dense and conv2d (im2col, or shifted windows of the padded input, and the products of
 // gemm.hpp), max/avg/global-average pooling, ReLU, flatten, GroupNorm (with a fused
-// GroupNorm-ReLU-max-pool pass for inference), EvoNorm-S0, and the numerically stable softmax
-// cross-entropy. Activations are NCHW, sample-major; a layer's parameters are one contiguous
-// slice of the model's flat buffer.
+// GroupNorm-ReLU-max-pool pass, forward and backward, for training and inference), EvoNorm-S0,
+// and the numerically stable softmax cross-entropy. Activations are NCHW, sample-major; a
+// layer's parameters are one contiguous slice of the model's flat buffer.
 #pragma once
 
 #include <Eigen/Core>
@@ -368,14 +368,18 @@ struct conv2d {
     for (std::size_t n = 0; n < batch; ++n) {
       const T* dyn = dy + n * out.size();
       im2col(x + n * in.size(), cols, Pp);
-      for (std::size_t o = 0; o < out_c; ++o) {
-        const T* r = dyn + o * P;
-        T acc = db[o];
-        for (std::size_t q = 0; q < P; ++q) {
-          dyt[q * Op + o] = r[q];
-          acc += r[q];
+      for (std::size_t q0 = 0; q0 < P; q0 += 32) {  // 32 rows of dY^T at a time: they stay in L1
+        const std::size_t q1 = std::min(P, q0 + 32);
+        for (std::size_t o = 0; o < out_c; ++o) {
+          const T* r = dyn + o * P;
+          for (std::size_t q = q0; q < q1; ++q) dyt[q * Op + o] = r[q];
         }
-        db[o] = acc;
+      }
+      // db[o] += dY[o][q] in q order, as one chain per o, but the out_c chains side by side
+      // (a row of dY^T at a time): the same sums, without waiting on one add after another
+      for (std::size_t q = 0; q < P; ++q) {
+        const T* row = dyt + q * Op;
+        for (std::size_t o = 0; o < out_c; ++o) db[o] += row[o];
       }
       gw.init = n ? gemm_init::accumulate : gemm_init::zero;
       gemm(gw);
@@ -734,16 +738,19 @@ struct group_norm {
     }
   }
 
-  /// Inference: this layer, then ReLU, then a 2x2 max pool of stride 2 (floor), in one pass: the
-  /// values forward(), relu and max_pool2d give one after the other, bit for bit (the same
-  /// products, the same comparisons), without writing the two full-size activations between them.
+  /// This layer, then ReLU, then a 2x2 max pool of stride 2 (floor), in one pass: the values
+  /// forward(), relu and max_pool2d give one after the other, bit for bit (the same products, the
+  /// same comparisons), without writing the two full-size activations between them. Training
+  /// passes stats (2 doubles per sample and group): each group's mean and 1 / sqrt(var + eps),
+  /// which backward_relu_max_pool2 reads instead of computing them again.
   template <std::floating_point T>
-  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch) const {
+  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch, double* stats = nullptr) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const std::size_t oh = in.h / 2, ow = in.w / 2;
     for (std::size_t m = 0; m < batch * groups; ++m) {
       const auto [mean, var] = detail::mean_var(x + m * n, n);
       const double rstd = 1.0 / std::sqrt(var + eps);
+      if (stats) stats[2 * m] = mean, stats[2 * m + 1] = rstd;
       for (std::size_t cc = 0; cc < cpg; ++cc) {
         const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
         const T* xc = x + m * n + cc * hw;
@@ -766,39 +773,107 @@ struct group_norm {
   template <std::floating_point T>
   void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
                 layer_scratch<T>& s) const {
-    using namespace detail;
-    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
-    double* acc = grow(s.acc, 2 * in.c);  // dgamma, dbeta
+    const std::size_t n = in.size() / groups;
+    double* acc = detail::grow(s.acc, 2 * in.c);  // dgamma, dbeta
     std::fill(acc, acc + 2 * in.c, 0.0);
     for (std::size_t m = 0; m < batch * groups; ++m) {
-      const auto [mean, var] = mean_var(x + m * n, n);
-      const double rstd = 1.0 / std::sqrt(var + eps);
-      double sum_g = 0, sum_gx = 0;  // g = dy gamma: sums of g and of g xhat over the group
+      const auto [mean, var] = detail::mean_var(x + m * n, n);
+      backward_group(p, x, dy + m * n, dx, m, mean, 1.0 / std::sqrt(var + eps), acc);
+    }
+    for (std::size_t i = 0; i < 2 * in.c; ++i) dp[i] = T(acc[i]);
+  }
+
+  /// The backward pass of forward_relu_max_pool2 (with its stats): dy is the gradient of the
+  /// pooled output. Per group, the gradient of this layer's output is rebuilt in a buffer that
+  /// stays in cache (the pool's and the ReLU's backward passes, the same expressions), then the
+  /// group's backward() runs on it: the bits of backward(relu.backward(max_pool2d.backward(dy))).
+  /// The buffer lines up with dx modulo 64 bytes, where the unfused pass would have kept that
+  /// gradient, so Eigen's sums, which start at the first aligned element, add in the same order.
+  template <std::floating_point T>
+  void backward_relu_max_pool2(const T* p, const T* x, const double* stats, const T* dy, T* dx, T* dp,
+                               std::size_t batch, layer_scratch<T>& s) const {
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    const std::size_t oh = in.h / 2, ow = in.w / 2;
+    constexpr std::size_t line = 64 / sizeof(T);
+    double* acc = detail::grow(s.acc, 2 * in.c);  // dgamma, dbeta
+    std::fill(acc, acc + 2 * in.c, 0.0);
+    T* buf = detail::grow(s.cols, n + line);
+    T* v = detail::grow(s.packed, 2 * in.w);  // a window row pair's ReLU outputs
+    const bool odd = in.h % 2 || in.w % 2;  // the last row or column lies in no window
+    for (std::size_t m = 0; m < batch * groups; ++m) {
+      const double mean = stats[2 * m], rstd = stats[2 * m + 1];
+      const std::uintptr_t want = reinterpret_cast<std::uintptr_t>(dx ? dx + m * n : dy) % 64;
+      const std::uintptr_t have = reinterpret_cast<std::uintptr_t>(buf) % 64;
+      T* dg = buf + (want + 64 - have) % 64 / sizeof(T);  // the group's output gradient
+      if (odd) std::fill(dg, dg + n, T(0));
       for (std::size_t cc = 0; cc < cpg; ++cc) {
-        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
-        const carr<T> X(x + off, ix(hw)), dY(dy + off, ix(hw));
-        const double sdy = double(dY.sum());
-        const double sdyx = double((dY * (X - T(mean))).sum()) * rstd;
-        acc[c] += sdyx;
-        acc[in.c + c] += sdy;
-        sum_g += double(p[c]) * sdy;
-        sum_gx += double(p[c]) * sdyx;
+        const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
+        const T* xc = x + m * n + cc * hw;
+        const T* gc = dy + (m * cpg + cc) * oh * ow;
+        T* dc = dg + cc * hw;
+        for (std::size_t r = 0; r < oh; ++r) {
+          // three branch-free loops the compiler vectorizes: the ReLU outputs of the window's two
+          // rows; max_pool2d::backward's 0/1 weights; relu::backward's select
+          const T* r0 = xc + 2 * r * in.w;
+          for (std::size_t j = 0; j < 2 * in.w; ++j) v[j] = relu_of(affine(r0[j], a, b));
+          const T* v0 = v;
+          const T* v1 = v + in.w;
+          T* d0 = dc + 2 * r * in.w;
+          T* d1 = d0 + in.w;
+          const T* g = gc + r * ow;
+          for (std::size_t q = 0; q < ow; ++q) {
+            const T e0 = v0[2 * q], e1 = v0[2 * q + 1], e2 = v1[2 * q], e3 = v1[2 * q + 1];
+            const T b_ab = T(e1 > e0), d_cd = T(e3 > e2);
+            const T ab = std::max(e0, e1), cd = std::max(e2, e3);
+            const T lower = T(cd > ab), gv = g[q];
+            const T gu = gv * (T(1) - lower), gl = gv * lower;
+            d0[2 * q] = gu * (T(1) - b_ab);
+            d0[2 * q + 1] = gu * b_ab;
+            d1[2 * q] = gl * (T(1) - d_cd);
+            d1[2 * q + 1] = gl * d_cd;
+          }
+          for (std::size_t j = 0; j < 2 * ow; ++j) {
+            const T g0 = d0[j], g1 = d1[j];  // read unconditionally: a select, not a branch
+            d0[j] = v0[j] > T(0) ? g0 : T(0);
+            d1[j] = v1[j] > T(0) ? g1 : T(0);
+          }
+        }
       }
-      if (!dx) continue;
-      // dx = rstd (g - mean(g) - xhat mean(g xhat))
-      const double mg = sum_g / double(n), mgx = sum_gx / double(n);
-      const T b = T(-rstd * rstd * mgx), c0 = T(-rstd * mg);
-      for (std::size_t cc = 0; cc < cpg; ++cc) {
-        const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
-        const T a = T(rstd * double(p[c]));
-        marr<T>(dx + off, ix(hw)) =
-            carr<T>(dy + off, ix(hw)) * a + (carr<T>(x + off, ix(hw)) - T(mean)) * b + c0;
-      }
+      backward_group(p, x, dg, dx, m, mean, rstd, acc);
     }
     for (std::size_t i = 0; i < 2 * in.c; ++i) dp[i] = T(acc[i]);
   }
 
  private:
+  /// Group m of backward(): dgamma, dbeta into acc; dx (when not null) from dy, the gradient of
+  /// the group's n outputs (contiguous), and its mean and rstd.
+  template <std::floating_point T>
+  void backward_group(const T* p, const T* x, const T* dyg, T* dx, std::size_t m, double mean, double rstd,
+                      double* acc) const {
+    using namespace detail;
+    const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
+    double sum_g = 0, sum_gx = 0;  // g = dy gamma: sums of g and of g xhat over the group
+    for (std::size_t cc = 0; cc < cpg; ++cc) {
+      const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+      const carr<T> X(x + off, ix(hw)), dY(dyg + cc * hw, ix(hw));
+      const double sdy = double(dY.sum());
+      const double sdyx = double((dY * (X - T(mean))).sum()) * rstd;
+      acc[c] += sdyx;
+      acc[in.c + c] += sdy;
+      sum_g += double(p[c]) * sdy;
+      sum_gx += double(p[c]) * sdyx;
+    }
+    if (!dx) return;
+    // dx = rstd (g - mean(g) - xhat mean(g xhat))
+    const double mg = sum_g / double(n), mgx = sum_gx / double(n);
+    const T b = T(-rstd * rstd * mgx), c0 = T(-rstd * mg);
+    for (std::size_t cc = 0; cc < cpg; ++cc) {
+      const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
+      const T a = T(rstd * double(p[c]));
+      marr<T>(dx + off, ix(hw)) = carr<T>(dyg + cc * hw, ix(hw)) * a + (carr<T>(x + off, ix(hw)) - T(mean)) * b + c0;
+    }
+  }
+
   /// y = x a + b: the one expression both forward passes use.
   template <class T>
   static T affine(T x, T a, T b) noexcept {

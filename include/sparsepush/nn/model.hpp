@@ -75,6 +75,7 @@ struct net_scratch {
   std::vector<T> logits;            ///< inference: the logits of predict() and count_correct()
   std::vector<std::vector<T>> infer_packed;  ///< inference: each dense layer's packed weights
   std::vector<T> qparams;                    ///< quantized training: the B-bit copy of the weights
+  std::vector<std::vector<double>> norm_stats;  ///< training: each fused group_norm's mean and rstd per group
 };
 }  // namespace detail
 
@@ -336,12 +337,24 @@ class model {
   /// Forward through every layer; returns the logits (inside ws).
   /// act_bits != 0: every output but the logits is rounded to act_bits (nearest) in place, so
   /// the next layer and the backward pass see the quantized activation.
+  /// Without act_bits, group_norm, relu and a 2x2 max pool run as one (fused_in_training): only the
+  /// pool's output is written, and the norm's statistics are kept for backward.
   template <std::floating_point T>
   const T* forward(const T* params, const T* images, std::size_t batch, detail::net_scratch<T>& s,
                    unsigned act_bits = 0) const {
     T* acts = detail::grow(s.acts, act_total_ * batch);
+    if (s.norm_stats.size() < layers_.size()) s.norm_stats.resize(layers_.size());
     const T* x = images;
     for (std::size_t i = 0; i < layers_.size(); ++i) {
+      if (!act_bits && fused_in_training(i)) {
+        const auto& gn = std::get<group_norm>(layers_[i]);
+        T* y = acts + act_off_[i + 2] * batch;
+        double* stats = detail::grow(s.norm_stats[i], 2 * batch * gn.groups);
+        gn.forward_relu_max_pool2(params + param_off_[i], x, y, batch, stats);
+        x = y;
+        i += 2;
+        continue;
+      }
       T* y = acts + act_off_[i] * batch;
       std::visit([&](const auto& l) { l.forward(params + param_off_[i], x, y, batch, s.layer); }, layers_[i]);
       if (act_bits && i + 1 < layers_.size())
@@ -383,6 +396,14 @@ class model {
     T* gb = detail::grow(s.grad_b, max_act_ * batch);
     const double loss = softmax_cross_entropy<T>(logits, labels, batch, classes_, ga);
     for (std::size_t i = layers_.size(); i-- > 0;) {
+      if (!bits && i >= 2 && fused_in_training(i - 2)) {  // pool i, relu i - 1, group_norm i - 2 as one
+        i -= 2;
+        std::get<group_norm>(layers_[i]).backward_relu_max_pool2(
+            params.data() + param_off_[i], s.acts.data() + act_off_[i - 1] * batch, s.norm_stats[i].data(), ga, gb,
+            grad + param_off_[i], batch, s.layer);
+        std::swap(ga, gb);
+        continue;
+      }
       const T* x = i ? s.acts.data() + act_off_[i - 1] * batch : images;
       const T* y = s.acts.data() + act_off_[i] * batch;
       T* dx = i ? gb : nullptr;
@@ -408,6 +429,10 @@ class model {
     const auto* pool = std::get_if<max_pool2d>(&layers_[i + 2]);
     return pool && pool->k == 2 && pool->stride == 2;
   }
+
+  /// The same triple in training (forward() and run() without quantization), but for a group_norm
+  /// that is the first layer: the fused backward pass always has an input gradient to write.
+  bool fused_in_training(std::size_t i) const { return i > 0 && fused_norm_relu_pool(i); }
 
   template <std::floating_point T>
   void logits_impl(std::span<const T> params, const T* images, std::size_t batch, T* out, workspace& ws,
