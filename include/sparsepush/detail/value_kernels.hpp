@@ -124,45 +124,56 @@ struct philox_round_keys {
   }
 };
 
-/// Words of blocks b0 .. b0 + 15 into out[0, 64). Each block lives in one 64-bit lane (the low
-/// 32 bits of a lane are the word; the high bits are don't-care, as _mm512_mul_epu32 reads only
-/// the low 32), so a round is two multiplies, two shifts and two 3-way XORs per 8 blocks.
-template <int R = 10>
-SPARSEPUSH_TARGET_AVX512 inline void philox16_avx512(const counter_rng& rng, const philox_round_keys& rk,
-                                                     std::uint32_t b0, std::uint32_t* out) noexcept {
+/// Words of blocks b0 .. b0 + 8 G - 1 into out[0, 32 G). Each block lives in one 64-bit lane (the
+/// low 32 bits of a lane are the word; the high bits are don't-care, as _mm512_mul_epu32 reads
+/// only the low 32), so a round is two multiplies, two shifts and two 3-way XORs per 8 blocks; G
+/// independent groups of 8 blocks hide the multiplies' latency.
+template <int R = 10, int G = 2>
+SPARSEPUSH_TARGET_AVX512 inline void philox_blocks_avx512(const counter_rng& rng, const philox_round_keys& rk,
+                                                          std::uint32_t b0, std::uint32_t* out) noexcept {
+  static_assert(R >= 1 && R <= 10 && G >= 1 && G <= 4);
   const philox_counter c = rng.counter(0);
-  // lane i of a half holds block (i & 1) * 4 + (i >> 1), so that unpacking pairs of lanes gives
+  // lane i of a group holds block (i & 1) * 4 + (i >> 1), so that unpacking pairs of lanes gives
   // the words in block order
   const __m512i lanes = _mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7);
   const __m512i m0 = _mm512_set1_epi64(philox_m0), m1 = _mm512_set1_epi64(philox_m1);
-  __m512i a0 = _mm512_add_epi64(_mm512_set1_epi64(std::int64_t{b0}), lanes);
-  __m512i b0v = _mm512_add_epi64(_mm512_set1_epi64(std::int64_t{b0} + 8), lanes);
-  __m512i a1 = _mm512_set1_epi64(c[1]), a2 = _mm512_set1_epi64(c[2]), a3 = _mm512_set1_epi64(c[3]);
-  __m512i b1 = a1, b2 = a2, b3 = a3;
-  static_assert(R >= 1 && R <= 10);
+  __m512i x0[G], x1[G], x2[G], x3[G];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    x0[g] = _mm512_add_epi64(_mm512_set1_epi64(std::int64_t{b0} + 8 * g), lanes);
+    x1[g] = _mm512_set1_epi64(c[1]);
+    x2[g] = _mm512_set1_epi64(c[2]);
+    x3[g] = _mm512_set1_epi64(c[3]);
+  }
+#pragma GCC unroll 10
   for (int r = 0; r < R; ++r) {
     const __m512i k0 = _mm512_set1_epi64(static_cast<long long>(rk.k0[r]));
     const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(rk.k1[r]));
-    const __m512i pa0 = _mm512_mul_epu32(a0, m0), pa1 = _mm512_mul_epu32(a2, m1);
-    const __m512i pb0 = _mm512_mul_epu32(b0v, m0), pb1 = _mm512_mul_epu32(b2, m1);
-    a0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pa1, 32), a1, k0, 0x96);  // a ^ b ^ c
-    b0v = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pb1, 32), b1, k0, 0x96);
-    a2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pa0, 32), a3, k1, 0x96);
-    b2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pb0, 32), b3, k1, 0x96);
-    a1 = pa1;
-    b1 = pb1;
-    a3 = pa0;
-    b3 = pb0;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const __m512i p0 = _mm512_mul_epu32(x0[g], m0), p1 = _mm512_mul_epu32(x2[g], m1);
+      x0[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), x1[g], k0, 0x96);  // a ^ b ^ c
+      x2[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), x3[g], k1, 0x96);
+      x1[g] = p1;
+      x3[g] = p0;
+    }
   }
   const __m512i lo32 = _mm512_set1_epi64(0xFFFFFFFFll);
-  __m512i w01 = _mm512_or_si512(_mm512_and_si512(a0, lo32), _mm512_slli_epi64(a1, 32));  // words 0, 1
-  __m512i w23 = _mm512_or_si512(_mm512_and_si512(a2, lo32), _mm512_slli_epi64(a3, 32));  // words 2, 3
-  _mm512_storeu_si512(out, _mm512_unpacklo_epi64(w01, w23));
-  _mm512_storeu_si512(out + 16, _mm512_unpackhi_epi64(w01, w23));
-  w01 = _mm512_or_si512(_mm512_and_si512(b0v, lo32), _mm512_slli_epi64(b1, 32));
-  w23 = _mm512_or_si512(_mm512_and_si512(b2, lo32), _mm512_slli_epi64(b3, 32));
-  _mm512_storeu_si512(out + 32, _mm512_unpacklo_epi64(w01, w23));
-  _mm512_storeu_si512(out + 48, _mm512_unpackhi_epi64(w01, w23));
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    // (a & lo32) | (b << 32): words 0, 1 and 2, 3 of each block
+    const __m512i w01 = _mm512_ternarylogic_epi64(x0[g], lo32, _mm512_slli_epi64(x1[g], 32), 0xEA);
+    const __m512i w23 = _mm512_ternarylogic_epi64(x2[g], lo32, _mm512_slli_epi64(x3[g], 32), 0xEA);
+    _mm512_storeu_si512(out + 32 * g, _mm512_unpacklo_epi64(w01, w23));
+    _mm512_storeu_si512(out + 32 * g + 16, _mm512_unpackhi_epi64(w01, w23));
+  }
+}
+
+/// Words of blocks b0 .. b0 + 15 into out[0, 64).
+template <int R = 10>
+SPARSEPUSH_TARGET_AVX512 inline void philox16_avx512(const counter_rng& rng, const philox_round_keys& rk,
+                                                     std::uint32_t b0, std::uint32_t* out) noexcept {
+  philox_blocks_avx512<R, 2>(rng, rk, b0, out);
 }
 
 SPARSEPUSH_TARGET_AVX2 inline void mul_hi_lo_avx2(__m256i a, __m256i m, __m256i& hi, __m256i& lo) noexcept {
@@ -285,33 +296,30 @@ SPARSEPUSH_TARGET_AVX2 inline void sign_bits_f32_avx2(const float* v, std::size_
 
 // --- QSGD codes of float vectors --------------------------------------------------------------
 
-/// Two octets (8 codes of `bits` <= 8 bits each, LSB first) from 16 codes in 32-bit lanes, by
-/// shifting pairs, quads and octets together inside the vector; the octets are stored with 8-byte
-/// stores at p and p + bits (bytes past an octet are zero and overwritten by the next one).
-SPARSEPUSH_TARGET_AVX512 inline void pack16_avx512(__m512i c, unsigned bits, std::byte* p) noexcept {
-  const __m128i b1 = _mm_cvtsi32_si128(static_cast<int>(bits));
-  const __m128i b2 = _mm_cvtsi32_si128(static_cast<int>(2 * bits));
-  const __m128i b4 = _mm_cvtsi32_si128(static_cast<int>(4 * bits));
-  const __m512i pair = _mm512_or_si512(_mm512_and_si512(c, _mm512_set1_epi64(0xFFFFFFFFll)),
-                                       _mm512_sll_epi64(_mm512_srli_epi64(c, 32), b1));
-  const __m512i quad = _mm512_or_si512(pair, _mm512_sll_epi64(_mm512_bsrli_epi128(pair, 8), b2));
-  const __m512i oct = _mm512_or_si512(quad, _mm512_sll_epi64(_mm512_alignr_epi64(quad, quad, 2), b4));
-  const std::uint64_t o0 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(oct)));
-  const std::uint64_t o1 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm512_extracti64x2_epi64(oct, 2)));
-  std::memcpy(p, &o0, 8);
-  std::memcpy(p + bits, &o1, 8);
+/// Eight octets of codes of `bits` <= 8 bits, one code a byte in bytes[0, 64), packed LSB first
+/// into p[0, 8 bits) (plus 8 bytes of slack): one PEXT of each octet's low `bits` bits a byte,
+/// stored with an 8-byte store at p + bits k (its high bytes are zero and overwritten by the next).
+SPARSEPUSH_TARGET_AVX2 inline void pack_octets_bmi2(const std::uint8_t* bytes, unsigned bits, std::byte* p) noexcept {
+  const std::uint64_t mask = 0x0101010101010101ull * ((1u << bits) - 1u);
+  for (unsigned k = 0; k < 8; ++k) {
+    std::uint64_t x;
+    std::memcpy(&x, bytes + 8 * k, 8);
+    x = _pext_u64(x, mask);
+    std::memcpy(p + bits * k, &x, 8);
+  }
 }
 
 /// QSGD codes of v[j0, j0 + 64) (dense: coordinate j uses word j of the stream, Half: 16-bit half
-/// j) with 16-lane float math; words = the 64 (Half: 32) Philox words of those coordinates. For
-/// bits <= 8 the codes are packed into p[0, 8 bits) (plus 8 bytes of slack), else stored in c[0, 64).
-template <bool Half>
+/// j) with 16-lane float math; words = the 64 (Half: 32) Philox words of those coordinates. Narrow
+/// (bits <= 8): the codes are packed into p[0, 8 bits) (plus 8 bytes of slack), else stored in c[0, 64).
+template <bool Half, bool Narrow>
 SPARSEPUSH_TARGET_AVX512 inline void qsgd_codes64_avx512(const float* v, const std::uint32_t* words,
                                                          float to_level, float s, unsigned bits,
                                                          std::uint32_t* c, std::byte* p) noexcept {
   const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   const __m512 tl = _mm512_set1_ps(to_level), sv = _mm512_set1_ps(s), one = _mm512_set1_ps(1.0f);
   const __m512 unit = _mm512_set1_ps(Half ? 1.0f / 65536.0f : 1.0f / 16777216.0f), zero = _mm512_setzero_ps();
+  alignas(64) std::uint8_t bytes[64];
   for (unsigned q = 0; q < 4; ++q) {
     const __m512 x = _mm512_loadu_ps(v + 16 * q);
     __m512 r = _mm512_mul_ps(_mm512_and_ps(x, absm), tl);
@@ -327,12 +335,14 @@ SPARSEPUSH_TARGET_AVX512 inline void qsgd_codes64_avx512(const float* v, const s
     const __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
     __m512i code = _mm512_slli_epi32(_mm512_cvttps_epi32(level), 1);
     code = _mm512_mask_or_epi32(code, neg, code, _mm512_set1_epi32(1));
-    if (bits <= 8) pack16_avx512(code, bits, p + 2 * bits * q);
+    if constexpr (Narrow) _mm_store_si128(reinterpret_cast<__m128i*>(bytes + 16 * q), _mm512_cvtepi32_epi8(code));
     else _mm512_storeu_si512(c + 16 * q, code);
   }
+  if constexpr (Narrow) pack_octets_bmi2(bytes, bits, p);
 }
 
-/// One octet from 8 codes of `bits` <= 8 bits (see pack16_avx512), stored at p.
+/// One octet from 8 codes of `bits` <= 8 bits, by shifting pairs and quads together inside the
+/// vector, stored with one 8-byte store at p (bytes past the octet are zero).
 SPARSEPUSH_TARGET_AVX2 inline void pack8_avx2(__m256i c, unsigned bits, std::byte* p) noexcept {
   const __m128i b1 = _mm_cvtsi32_si128(static_cast<int>(bits));
   const __m128i b2 = _mm_cvtsi32_si128(static_cast<int>(2 * bits));
@@ -372,7 +382,7 @@ SPARSEPUSH_TARGET_AVX2 inline void qsgd_codes32_avx2(const float* v, const std::
   }
 }
 
-/// Dense QSGD of float v[0, n64) (n64 a multiple of 128) into the bit writer (empty on entry),
+/// Dense QSGD of float v[0, n64) (n64 a multiple of 256) into the bit writer (empty on entry),
 /// codes `bits` wide (bits <= 14), draws from R-round Philox, 16-bit (Half) or 24-bit. Every 64
 /// codes fill 8 bits bytes exactly, so for bits <= 8 each octet of codes is `bits` whole bytes,
 /// stored independently; wider codes go four at a time through put_wide. The writer must have
@@ -392,30 +402,30 @@ inline void put_codes_wide(const std::uint32_t* codes, int count, unsigned bits,
 }
 
 /// The codes of v[0, 64 * groups) from words (64 codes per 64 words, Half: per 32 words).
-template <bool Half>
+template <bool Half, bool Narrow>
 SPARSEPUSH_TARGET_AVX512 inline void qsgd_groups_avx512(const float* v, const std::uint32_t* words, int groups,
                                                         float to_level, float s, unsigned bits, std::uint32_t* codes,
                                                         bit_writer& out) noexcept {
   for (int g = 0; g < groups; ++g) {
-    qsgd_codes64_avx512<Half>(v + 64 * g, words + (Half ? 32 : 64) * g, to_level, s, bits, codes, out.q);
-    if (bits <= 8) out.q += 8 * bits;
+    qsgd_codes64_avx512<Half, Narrow>(v + 64 * g, words + (Half ? 32 : 64) * g, to_level, s, bits, codes, out.q);
+    if constexpr (Narrow) out.q += 8 * bits;
     else put_codes_wide(codes, 64, bits, out);
   }
 }
 
-template <simd_level L, int R, bool Half>
+template <simd_level L, int R, bool Half, bool Narrow>
   requires(L == simd_level::avx512)
 SPARSEPUSH_TARGET_AVX512 inline void qsgd_dense_f32_simd_impl(const float* v, std::size_t n64, const counter_rng& rng,
                                                               float to_level, float s, unsigned bits,
                                                               bit_writer& out) noexcept {
-  // 16 blocks (64 words) at a time: 64 coordinates, or 128 with 16-bit draws
-  alignas(64) std::uint32_t words[64];
+  // 32 blocks (128 words) at a time: 128 coordinates, or 256 with 16-bit draws
+  alignas(64) std::uint32_t words[128];
   alignas(64) std::uint32_t codes[64];
   const philox_round_keys rk(rng.key());
-  constexpr std::size_t per = Half ? 128 : 64;
+  constexpr std::size_t per = Half ? 256 : 128;
   for (std::size_t j = 0; j < n64; j += per) {
-    philox16_avx512<R>(rng, rk, static_cast<std::uint32_t>(j / (Half ? 8 : 4)), words);
-    qsgd_groups_avx512<Half>(v + j, words, Half ? 2 : 1, to_level, s, bits, codes, out);
+    philox_blocks_avx512<R, 4>(rng, rk, static_cast<std::uint32_t>(j / (Half ? 8 : 4)), words);
+    qsgd_groups_avx512<Half, Narrow>(v + j, words, Half ? 4 : 2, to_level, s, bits, codes, out);
   }
 }
 
@@ -431,7 +441,7 @@ SPARSEPUSH_TARGET_AVX2 inline void qsgd_groups_avx2(const float* v, const std::u
   }
 }
 
-template <simd_level L, int R, bool Half>
+template <simd_level L, int R, bool Half, bool Narrow>
   requires(L == simd_level::avx2)
 SPARSEPUSH_TARGET_AVX2 inline void qsgd_dense_f32_simd_impl(const float* v, std::size_t n64, const counter_rng& rng,
                                                             float to_level, float s, unsigned bits,
@@ -449,7 +459,8 @@ SPARSEPUSH_TARGET_AVX2 inline void qsgd_dense_f32_simd_impl(const float* v, std:
 template <simd_level L, int R, bool Half>
 inline void qsgd_dense_f32_simd(const float* v, std::size_t n64, const counter_rng& rng, float to_level, float s,
                                 unsigned bits, bit_writer& out) noexcept {
-  qsgd_dense_f32_simd_impl<L, R, Half>(v, n64, rng, to_level, s, bits, out);
+  if (bits <= 8) qsgd_dense_f32_simd_impl<L, R, Half, true>(v, n64, rng, to_level, s, bits, out);
+  else qsgd_dense_f32_simd_impl<L, R, Half, false>(v, n64, rng, to_level, s, bits, out);
 }
 
 #endif  // SPARSEPUSH_X86_SIMD

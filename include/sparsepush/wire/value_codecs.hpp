@@ -186,12 +186,16 @@ float write_qsgd(std::byte* p, std::size_t n, std::uint16_t levels, qsgd_stream 
 }
 
 /// write_qsgd of the contiguous v[0, n) (value j at coordinate j), with the vector kernels where
-/// there are some, given sq = lane_sum_dense<T, true>(v, n); `bytes` is the size of p.
+/// there are some, given sq = lane_sum_dense<T, true>(v, n); `bytes` is the size of p, which
+/// need not be zeroed: every byte is written.
 template <tensor_element T>
 float write_qsgd_dense(std::byte* p, std::size_t bytes, std::size_t n, std::uint16_t levels, qsgd_stream stream,
                        const T* v, double sq, const context& ctx) noexcept {
   const float scale = to_float_saturating(std::sqrt(sq));
-  if (!(static_cast<T>(scale) > T(0))) return scale;
+  if (!(static_cast<T>(scale) > T(0))) {
+    if (bytes > 0) std::memset(p, 0, bytes);
+    return scale;
+  }
   const qsgd_params<T> q(scale, levels);
   const qsgd_draws draws(ctx, stream, levels);
   bit_writer out{0, 0, p};
@@ -200,8 +204,9 @@ float write_qsgd_dense(std::byte* p, std::size_t bytes, std::size_t n, std::uint
   if constexpr (sizeof(T) == 4) {
     const simd_level l = active_simd();
     if (l != simd_level::scalar && !q.tiny_norm && q.bits <= 14) {
-      std::size_t n64 = n / 128 * 128;  // the wide stores need 8 bytes past the last full code
-      while (n64 > 0 && n64 * q.bits / 8 + 8 > bytes) n64 -= 128;
+      // whole vector blocks (256 coordinates); the wide stores need 8 bytes past the last full code
+      std::size_t n64 = n / 256 * 256;
+      while (n64 > 0 && n64 * q.bits / 8 + 8 > bytes) n64 -= 256;
       const float tl = q.to_level, s = q.s;
       const counter_rng& rng = draws.rng;
       if (l == simd_level::avx512) {
@@ -217,7 +222,7 @@ float write_qsgd_dense(std::byte* p, std::size_t bytes, std::size_t n, std::uint
     }
   }
 #endif
-  // j is a multiple of 128 here, so of a block's coordinates (4 or 8)
+  // j is a multiple of 256 here, so of a block's coordinates (4 or 8)
   philox_counter words{};
   for (; j < n; ++j) {
     const auto at = static_cast<std::uint32_t>(j);
