@@ -213,7 +213,9 @@ void BM_RandomK(benchmark::State& state) {
   run_compressor(state, sp::random_k{sp::k_spec::count(arg_k(state)), false});
 }
 
-void BM_QSGD(benchmark::State& state) { run_compressor(state, sp::qsgd{16}); }
+void BM_QSGD(benchmark::State& state) { run_compressor(state, sp::qsgd{16}); }  // philox7, 16-bit draws
+/// QSGD on 0.3.3's stream (Philox4x32-10, a 24-bit draw a coordinate): what the default gained.
+void BM_QSGDPhilox10(benchmark::State& state) { run_compressor(state, sp::qsgd{16, sp::qsgd_stream::philox10}); }
 
 void BM_Sign(benchmark::State& state) { run_compressor(state, sp::scaled_sign{}); }
 
@@ -295,6 +297,7 @@ BENCHMARK(BM_ErrorFeedback)->Apply(d_k_args_big)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ErrorFeedbackPass)->Apply(d_args_big)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RandomK)->Apply(d_k_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QSGD)->Apply(d_args)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QSGDPhilox10)->Apply(d_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sign)->Apply(d_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Threshold)->Apply(d_k_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Encode)->Apply(d_k_args)->Unit(benchmark::kMicrosecond);

@@ -35,6 +35,7 @@ PAIRS = [
     ("ErrorFeedback", "ErrorFeedbackPass", False),
     ("RandomK", "ReadPass", False),
     ("QSGD", "ReadPass", False),
+    ("QSGDPhilox10", "ReadPass", False),
     ("Sign", "ReadPass", False),
     ("Threshold", "ReadPass", False),
     ("Encode", "ReadPass", False),

@@ -88,8 +88,10 @@ struct train_config {
 sparsepush::run_settings settings_of(const train_config& c, std::size_t n, std::size_t d) {
   sparsepush::run_settings s;
   s.add("nodes", n).add("dim", d).add("schedule", c.schedule).add("algorithm", c.algorithm);
-  s.add("compressor", c.compressor).add("eta", c.eta).add("final", c.final_rounds);
-  s.add("final_compressor", c.final_compressor).add("final_eta", c.final_eta).add("final_tolerance", c.final_tolerance);
+  // specs as settings_spec writes them: a qsgd stream is part of the numbers (a 0.3.3 checkpoint of
+  // "qsgd:16", philox10's bits, resumes under "qsgd:16:philox10" and is refused under "qsgd:16")
+  s.add("compressor", sparsepush::settings_spec(c.compressor)).add("eta", c.eta).add("final", c.final_rounds);
+  s.add("final_compressor", sparsepush::settings_spec(c.final_compressor)).add("final_eta", c.final_eta).add("final_tolerance", c.final_tolerance);
   s.add("seed", c.seed).add("model", c.model).add("epochs", c.epochs).add("batch", c.batch).add("lr", c.lr);
   s.add("lr_schedule", c.lr_shape).add("warmup", c.warmup).add("skew", c.skew).add("dirichlet", c.dirichlet);
   s.add("momentum", c.momentum).add("nesterov", c.nesterov).add("weight_decay", c.weight_decay);

@@ -455,8 +455,8 @@ Raises ScheduleError naming what is wrong.)doc");
       R"doc(parse_compressor(spec) -> Compressor
 
 A compressor from its spec: identity | top-k:F | random-k:F | random-k-unbiased:F | threshold:F |
-qsgd:S | sign, F a fraction in (0, 1] or a count, optionally followed by a value encoding
-(+fp32 +fp16 +bf16 +int8 +sign +qsgd:S) and an index encoding (+u32 +varint), e.g. "top-k:0.01+int8".
+qsgd:S[:philox7|:philox10] | sign, F a fraction in (0, 1] or a count, optionally followed by a value encoding
+(+fp32 +fp16 +bf16 +int8 +sign +qsgd:S[:R]) and an index encoding (+u32 +varint), e.g. "top-k:0.01+int8".
 Raises ConfigError naming the bad part.)doc");
 
   m.def(

@@ -4,8 +4,9 @@
 #                                        --resume, ends with the uninterrupted run's summary (every
 #                                        field but timing and buffer capacity), and the same log rows
 #   check_resume.sh mpi EXE DIR MPIRUN.. the same with 3 ranks under mpirun (the whole job killed)
-#   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint, or a
-#                                        missing one, is exit code 2 and a message naming it
+#   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint (a QSGD
+#                                        stream among the settings), or a missing one, is exit
+#                                        code 2 and a message naming it
 set -euo pipefail
 mode="$1"; exe="$2"; dir="$3"; shift 3
 launcher=("$@")
@@ -108,6 +109,15 @@ case "$mode" in
     rm -rf "$dir/ck"; cp -r "$dir/good" "$dir/ck"
     rm "$f"
     expect_exit_2 "cannot open $f" --resume "$dir/ck"
+    # QSGD's random stream is a setting: philox10 (0.3.3's bits) records 0.3.3's text
+    # "qsgd:4096", so a 0.3.3 checkpoint resumes under qsgd:4096:philox10 and is refused under
+    # qsgd:4096 (philox7 now). SP without loss: coarser levels diverge on this model
+    args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --eval-every 9 --algorithm sp)
+    "$exe" "${args[@]}" --compressor qsgd:4096:philox10 --checkpoint "$dir/q" --checkpoint-every 10 > /dev/null
+    grep -aq 'compressor=qsgd:4096;' "$dir/q/manifest" || fail "the manifest does not record qsgd:4096"
+    expect_exit_2 "other settings: compressor=qsgd:4096 (now qsgd:4096:philox7)" --resume "$dir/q" --compressor qsgd:4096
+    "$exe" "${args[@]}" --compressor qsgd:4096:philox10 --resume "$dir/q" > /dev/null ||
+      fail "a qsgd:4096:philox10 checkpoint does not resume under qsgd:4096:philox10"
     echo "ok: every bad checkpoint is exit code 2 with a message"
     ;;
   *) fail "usage: check_resume.sh kill|mpi|bad EXE DIR [MPIRUN...]" ;;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <sparsepush/sparsepush.hpp>
+#include <sparsepush/train/settings.hpp>
 #include <string>
 #include <thread>
 
@@ -202,6 +203,40 @@ TEMPLATE_TEST_CASE("QSGD is unbiased and uses levels in [0, s]", "[compress]", f
   }
 }
 
+TEST_CASE("QSGD's streams are unbiased over many seeds, within the draw's resolution", "[compress][qsgd]") {
+  // q_j = step * l_j (times sign), l_j = floor(r_j) + Bernoulli(p_j), r_j = |v_j| / step and
+  // P(up) = ceil(frac(r_j) 2^b) / 2^b for b-bit draws, so E[q_j] - v_j is in [0, 2^-b step) and
+  // Var(q_j) = step^2 p_j (1 - p_j). The mean over N seeds is within 6 sd of E[q_j] (a fixed-seed
+  // test; a 6 sd excursion has probability 2e-9 per coordinate), plus the draw's bias, plus float
+  // rounding of r_j (relative 2^-23 of r_j <= s, so below 1e-4 of a step here).
+  const std::size_t d = 200, seeds = 4000;  // d: one 128-coordinate vector block and a tail
+  const auto v = test::gaussian<float>(d, 31);
+  const double nrm = static_cast<float>(std::sqrt(test::norm2sq(v)));
+  for (const qsgd_stream stream : {qsgd_stream::philox7, qsgd_stream::philox10}) {
+    for (const std::uint16_t s : {1, 2, 16, 256, 300}) {
+      const bool half = stream == qsgd_stream::philox7 && s <= qsgd_half_draw_levels;
+      const double step = nrm / s, draw_bias = std::ldexp(1.0, half ? -16 : -24);
+      std::vector<double> mean(d, 0.0);
+      for (std::uint64_t seed = 0; seed < seeds; ++seed) {
+        message m;
+        compress(qsgd{s, stream}, std::span<const float>(v), m, {seed * 7919 + 1, 2, 5});
+        for (std::size_t j = 0; j < d; ++j) mean[j] += static_cast<double>(m.value_at<float>(j)) / seeds;
+      }
+      INFO("stream " << to_string(stream) << ", levels " << s);
+      double worst = 0;
+      for (std::size_t j = 0; j < d; ++j) {
+        const double r = std::abs(double(v[j])) / step, p = r - std::floor(r);
+        const double sd = step * std::sqrt(p * (1 - p) / seeds);
+        const double err = std::abs(mean[j] - double(v[j]));
+        REQUIRE(err <= 6 * sd + draw_bias * step + 1e-4 * step);
+        worst = std::max(worst, err / step);
+      }
+      // and not vacuous: the mean does move away from a floor or nearest rounding
+      REQUIRE(worst < 0.05);
+    }
+  }
+}
+
 TEST_CASE("scaled sign: q = (||v||_1 / d) sign(v), one bit a value", "[compress]") {
   const auto v = test::gaussian<double>(1001, 4);
   message m;
@@ -389,6 +424,63 @@ TEST_CASE("compressor spec strings", "[compress]") {
   REQUIRE_THROWS_WITH(parse_compressor("sign:3"), Catch::Contains("takes no argument"));
   REQUIRE_THROWS_WITH(parse_compressor("identity+u32"), Catch::Contains("dense"));
   REQUIRE_THROWS_WITH(parse_compressor("qsgd:4+int8"), Catch::Contains("fixes its own value encoding"));
+}
+
+TEST_CASE("qsgd specs choose the random stream: philox7 by default, philox10 for 0.3.3's bits", "[compress][qsgd]") {
+  auto stream_of = [](const char* spec) { return qsgd_stream_of(parse_compressor(spec)); };
+  REQUIRE(stream_of("qsgd:16") == qsgd_stream::philox7);
+  REQUIRE(stream_of("qsgd:16:philox7") == qsgd_stream::philox7);
+  REQUIRE(stream_of("qsgd:16:philox10") == qsgd_stream::philox10);
+  REQUIRE(std::get<qsgd>(parse_compressor("qsgd:300:philox10").get()).levels == 300);
+  REQUIRE(stream_of("top-k:0.01+qsgd:4") == qsgd_stream::philox7);
+  REQUIRE(stream_of("top-k:0.01+qsgd:4:philox10+u32") == qsgd_stream::philox10);
+  REQUIRE(stream_of("identity+qsgd:8:philox10") == qsgd_stream::philox10);
+  REQUIRE(std::get<random_k>(parse_compressor("random-k:10+qsgd:4:philox10").get()).values ==
+          value_codec{value_encoding::qsgd, 4, qsgd_stream::philox10});
+  REQUIRE_FALSE(stream_of("top-k:0.01+int8").has_value());
+  REQUIRE_FALSE(stream_of("sign").has_value());
+  // the two streams give different bits, and each is what the spec names
+  const auto v = test::gaussian<float>(1000, 3);
+  message a, b, c;
+  compress(parse_compressor("qsgd:16"), std::span<const float>(v), a, {1, 2, 3});
+  compress(qsgd{16, qsgd_stream::philox7}, std::span<const float>(v), b, {1, 2, 3});
+  compress(parse_compressor("qsgd:16:philox10"), std::span<const float>(v), c, {1, 2, 3});
+  REQUIRE(encode(a) == encode(b));
+  REQUIRE(encode(a) != encode(c));
+  // refusals name the spec and the choices
+  const std::string choices = "(choices: philox7, the default, or philox10, the bits of 0.3.3)";
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:16:philox9"),
+                      "sparsepush: compressor spec 'qsgd:16:philox9': unknown qsgd stream 'philox9' " + choices);
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:16:"),
+                      "sparsepush: compressor spec 'qsgd:16:': missing qsgd stream after ':' " + choices);
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:16:philox10:x"),
+                      "sparsepush: compressor spec 'qsgd:16:philox10:x': unknown qsgd stream 'philox10:x' " + choices);
+  REQUIRE_THROWS_WITH(parse_compressor("top-k:0.1+qsgd:4:PHILOX7"),
+                      "sparsepush: compressor spec 'top-k:0.1+qsgd:4:PHILOX7': unknown qsgd stream 'PHILOX7' " + choices);
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:philox7"), Catch::Contains("'philox7' is not a number"));
+  REQUIRE_THROWS_WITH(parse_compressor("qsgd:0:philox7"), Catch::Contains("qsgd levels must be an integer"));
+  REQUIRE_THROWS_WITH(parse_compressor("sign:philox7"), Catch::Contains("takes no argument"));
+  REQUIRE_THROWS_WITH((value_codec{value_encoding::qsgd, 4, static_cast<qsgd_stream>(9)}.validate()),
+                      Catch::Contains("unknown qsgd stream 9"));
+}
+
+TEST_CASE("settings_spec records the qsgd stream so that a checkpoint resumes only with the same bits",
+          "[compress][qsgd]") {
+  REQUIRE(settings_spec("qsgd:16") == "qsgd:16:philox7");
+  REQUIRE(settings_spec("qsgd:16:philox7") == "qsgd:16:philox7");
+  REQUIRE(settings_spec("qsgd:16:philox10") == "qsgd:16");  // the text 0.3.3 wrote for these bits
+  REQUIRE(settings_spec("top-k:0.01+qsgd:4+u32") == "top-k:0.01+qsgd:4:philox7+u32");
+  REQUIRE(settings_spec("top-k:0.01+qsgd:4:philox10+u32") == "top-k:0.01+qsgd:4+u32");
+  for (const char* same : {"top-k:0.01+int8", "identity", "sign", "random-k:0.05+bf16+varint"})
+    REQUIRE(settings_spec(same) == same);
+  REQUIRE_THROWS_AS(settings_spec("qsgd:16:philox9"), config_error);
+  // a 0.3.3 run's settings against this version's: refused under the new default, named
+  run_settings old_run, new_default, pinned;
+  old_run.add("compressor", "qsgd:16");
+  new_default.add("compressor", settings_spec("qsgd:16"));
+  pinned.add("compressor", settings_spec("qsgd:16:philox10"));
+  REQUIRE(new_default.diff_from(old_run) == "compressor=qsgd:16 (now qsgd:16:philox7)");
+  REQUIRE(pinned.diff_from(old_run).empty());
 }
 
 TEST_CASE("compressor spec errors name the real cause and where it is", "[compress]") {

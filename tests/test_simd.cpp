@@ -208,18 +208,20 @@ TEMPLATE_TEST_CASE("NaN and Inf in x + e: the same error at every SIMD level, e 
 }
 
 TEMPLATE_TEST_CASE("sign and QSGD: scalar and vector paths give identical bits, dense equals the generic writer",
-                   "[compress]", float, double) {
+                   "[compress][qsgd]", float, double) {
   using T = TestType;
   simd_guard g;
-  for (const std::size_t d : {1u, 3u, 16u, 31u, 32u, 33u, 64u, 65u, 127u, 1000u, 4099u, 65537u}) {
+  // d: below, at and past the vector blocks (64 codes; 128 with QSGD's 16-bit draws)
+  for (const std::size_t d : {1u, 3u, 16u, 31u, 32u, 33u, 64u, 65u, 127u, 129u, 255u, 300u, 1000u, 4099u, 65537u}) {
     for (const auto& v : awkward_inputs<T>(d, static_cast<unsigned>(d) + 5)) {
-      for (const std::uint16_t levels : {std::uint16_t{1}, std::uint16_t{4}, std::uint16_t{16}, std::uint16_t{255},
-                                         std::uint16_t{8191}, std::uint16_t{32767}}) {
+      for (const std::uint16_t levels : {1, 2, 4, 16, 255, 256, 257, 8191, 32767})
+      for (const qsgd_stream stream : {qsgd_stream::philox7, qsgd_stream::philox10}) {
+        INFO("d " << d << " levels " << levels << " stream " << to_string(stream));
         const context ctx{11, 3, 9};
         auto run = [&] {
           std::vector<std::vector<std::byte>> out;
           message m;
-          compress(qsgd{levels}, std::span<const T>(v), m, ctx);
+          compress(qsgd{levels, stream}, std::span<const T>(v), m, ctx);
           out.push_back(encode(m));
           compress(scaled_sign{}, std::span<const T>(v), m, ctx);
           out.push_back(encode(m));
@@ -230,7 +232,7 @@ TEMPLATE_TEST_CASE("sign and QSGD: scalar and vector paths give identical bits, 
         // the dense kernels against the generic writers (value j at coordinate j): identity with
         // the same value encoding goes through write_qsgd / write_sign
         message m;
-        compress(identity{{value_encoding::qsgd, levels}}, std::span<const T>(v), m, ctx);
+        compress(identity{{value_encoding::qsgd, levels, stream}}, std::span<const T>(v), m, ctx);
         REQUIRE(encode(m) == scalar[0]);
         compress(identity{{value_encoding::sign, 0}}, std::span<const T>(v), m, ctx);
         REQUIRE(encode(m) == scalar[1]);
@@ -247,15 +249,18 @@ TEST_CASE("QSGD of a tiny-norm float vector: the vector path falls back to the s
   simd_guard g;
   std::vector<float> v(300, 0.0f);
   for (std::size_t i = 0; i < v.size(); i += 7) v[i] = std::numeric_limits<float>::denorm_min() * float(i % 3 + 1);
-  detail::set_simd_level(simd_level::scalar);
-  message m;
-  compress(qsgd{16}, std::span<const float>(v), m, {});
-  const auto scalar = encode(m);
-  for (const simd_level l : vector_levels()) {
-    detail::set_simd_level(l);
-    compress(qsgd{16}, std::span<const float>(v), m, {});
-    REQUIRE(encode(m) == scalar);
-  }
+  for (const std::uint16_t levels : {1, 16, 256, 300})
+    for (const qsgd_stream stream : {qsgd_stream::philox7, qsgd_stream::philox10}) {
+      detail::set_simd_level(simd_level::scalar);
+      message m;
+      compress(qsgd{levels, stream}, std::span<const float>(v), m, {});
+      const auto scalar = encode(m);
+      for (const simd_level l : vector_levels()) {
+        detail::set_simd_level(l);
+        compress(qsgd{levels, stream}, std::span<const float>(v), m, {});
+        REQUIRE(encode(m) == scalar);
+      }
+    }
 }
 
 TEST_CASE("random-K: batched vector Philox draws the same set as one uniform_int per draw", "[compress]") {

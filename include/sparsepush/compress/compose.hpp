@@ -1,14 +1,16 @@
 // sparsepush/compress/compose.hpp: a runtime-chosen compressor (a variant of the policies) and
 // the spec strings that name one, for command lines and configs:
-//   identity | top-k:F | random-k:F | random-k-unbiased:F | threshold:F | qsgd:S | sign
+//   identity | top-k:F | random-k:F | random-k-unbiased:F | threshold:F | qsgd:S[:R] | sign
 // where F is a fraction in (0, 1] ("0.01") or a count ("1000"), optionally followed by
-// "+fp32" "+fp16" "+bf16" "+int8" "+sign" "+qsgd:S" (the value encoding of the kept values)
-// and "+u32" / "+varint" (the index encoding). Example: "top-k:0.001+int8".
+// "+fp32" "+fp16" "+bf16" "+int8" "+sign" "+qsgd:S[:R]" (the value encoding of the kept values)
+// and "+u32" / "+varint" (the index encoding); R is QSGD's random stream, philox7 (the default)
+// or philox10 (the bits of 0.3.3). Example: "top-k:0.001+int8", "qsgd:16:philox10".
 #pragma once
 
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -145,12 +147,26 @@ inline k_spec parse_k(std::string_view s, std::string_view spec) {
 }
 
 inline std::uint16_t parse_levels(std::string_view s, std::string_view spec) {
+  s = s.substr(0, s.find(':'));  // "S" of "S:R"
   const double v = parse_number(s, spec, "qsgd levels (an integer such as 16)");  // finite, so the range check below comes first
   if (v < 1 || v > max_qsgd_levels || v != std::floor(v))
     throw config_error(detail::quoted_spec(spec) + ": qsgd levels must be an "
                        "integer in [1, " + std::to_string(max_qsgd_levels) + "], got " +
                        std::string(s));
   return static_cast<std::uint16_t>(v);
+}
+
+/// The stream R of a qsgd argument "S[:R]" (philox7 when absent).
+inline qsgd_stream parse_qsgd_stream(std::string_view arg, std::string_view spec) {
+  const std::size_t colon = arg.find(':');
+  if (colon == std::string_view::npos) return qsgd_stream::philox7;
+  const std::string_view r = arg.substr(colon + 1);
+  if (r == "philox7") return qsgd_stream::philox7;
+  if (r == "philox10") return qsgd_stream::philox10;
+  throw config_error(quoted_spec(spec) + ": " +
+                     (r.empty() ? std::string("missing qsgd stream after ':'")
+                                : "unknown qsgd stream '" + std::string(r) + "'") +
+                     " (choices: philox7, the default, or philox10, the bits of 0.3.3)");
 }
 
 }  // namespace detail
@@ -196,14 +212,15 @@ inline any_compressor parse_compressor(std::string_view spec) {
     else if (name == "bf16") set_codec({value_encoding::bf16, 0});
     else if (name == "int8") set_codec({value_encoding::i8, 0});
     else if (name == "sign") set_codec({value_encoding::sign, 0});
-    else if (name == "qsgd") set_codec({value_encoding::qsgd, detail::parse_levels(arg, spec)});
+    else if (name == "qsgd")
+      set_codec({value_encoding::qsgd, detail::parse_levels(arg, spec), detail::parse_qsgd_stream(arg, spec)});
     else if (name == "u32") set_index(index_encoding::raw_u32);
     else if (name == "varint") set_index(index_encoding::delta_varint);
     else if (name == "seeded") set_index(index_encoding::seeded);
     else
       throw config_error(detail::quoted_spec(spec) + ": unknown suffix '+" +
                          std::string(parts[i]) +
-                         "' (value encodings: fp32 fp64 fp16 bf16 int8 sign qsgd:S; index "
+                         "' (value encodings: fp32 fp64 fp16 bf16 int8 sign qsgd:S[:philox7|:philox10]; index "
                          "encodings: u32 varint seeded)");
     // only qsgd:S takes an argument ("+int8:7" used to drop its ":7" silently)
     if (name != "qsgd" && parts[i].size() != name.size())
@@ -246,11 +263,51 @@ inline any_compressor parse_compressor(std::string_view spec) {
       no_arg();
       return scaled_sign{};
     }
-    return qsgd{detail::parse_levels(arg, spec)};
+    return qsgd{detail::parse_levels(arg, spec), detail::parse_qsgd_stream(arg, spec)};
   }
   throw config_error(detail::quoted_spec(spec) + ": unknown compressor '" +
                      std::string(name) +
                      "' (known: identity, top-k, random-k, random-k-unbiased, threshold, qsgd, sign)");
+}
+
+/// The QSGD stream a compressor draws from (as the compressor or its value encoding), if any.
+inline std::optional<qsgd_stream> qsgd_stream_of(const any_compressor& c) {
+  return std::visit(
+      [](const auto& x) -> std::optional<qsgd_stream> {
+        using C = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<C, qsgd>) return x.stream;
+        else if constexpr (requires { x.values; }) {
+          if (x.values.encoding == value_encoding::qsgd) return x.values.stream;
+          return std::nullopt;
+        } else return std::nullopt;
+      },
+      c.get());
+}
+
+/// A valid spec as a run's settings record it (train/settings.hpp), so that a checkpoint resumes
+/// only with the same random stream: the spec as given with a qsgd stream spelt out when it is
+/// philox7 ("qsgd:16" -> "qsgd:16:philox7") and dropped when it is philox10 ("qsgd:16:philox10"
+/// -> "qsgd:16", the text 0.3.3 recorded for those bits). A checkpoint of 0.3.3 therefore
+/// resumes under "qsgd:16:philox10" and is refused under "qsgd:16", the difference named.
+inline std::string settings_spec(std::string_view spec) {
+  (void)parse_compressor(spec);  // a bad spec is the parser's config_error
+  std::string out;
+  for (std::size_t at = 0;;) {
+    const std::size_t plus = spec.find('+', at);
+    const std::string_view part = spec.substr(at, plus == std::string_view::npos ? plus : plus - at);
+    if (at > 0) out += '+';
+    if (part.substr(0, part.find(':')) == "qsgd") {
+      const std::string_view arg = part.substr(part.find(':') + 1);  // qsgd always has "S"
+      out += "qsgd:";
+      out += arg.substr(0, arg.find(':'));
+      if (detail::parse_qsgd_stream(arg, spec) == qsgd_stream::philox7) out += ":philox7";
+    } else {
+      out += part;
+    }
+    if (plus == std::string_view::npos) break;
+    at = plus + 1;
+  }
+  return out;
 }
 
 }  // namespace v0

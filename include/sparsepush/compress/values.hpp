@@ -6,7 +6,8 @@
 //   int8: s = max|v| / 127 (as fp32), code = round(v / s) in [-127, 127], q = s * code (saturating);
 //   sign: s = (sum |v|) / count (as fp32, ||v||_1/d for a dense message), q = s * sign(v);
 //   qsgd: s levels, nrm = ||v||_2 (as fp32), l = floor(|v| (s / nrm) + xi), xi ~ U[0,1) from the
-//         counter-based stream at the value's coordinate, q = nrm * sign(v) * l / s (unbiased).
+//         counter-based stream at the value's coordinate (qsgd_stream: philox7 or philox10),
+//         q = nrm * sign(v) * l / s (unbiased up to the draw's resolution, < 2^-16 of a step).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ inline constexpr value_encoding native_encoding = sizeof(T) == 8 ? value_encodin
 struct value_codec {
   value_encoding encoding = value_encoding::native;
   std::uint16_t levels = 0;  ///< QSGD s, 1 .. 32767; ignored otherwise
+  qsgd_stream stream = qsgd_stream::philox7;  ///< QSGD's random stream; ignored otherwise
 
   friend bool operator==(const value_codec&, const value_codec&) = default;
 
@@ -38,6 +40,9 @@ struct value_codec {
     if (encoding != value_encoding::native && !is_wire(encoding))
       throw config_error("unknown value encoding " +
                          std::to_string(static_cast<unsigned>(encoding)));
+    if (stream != qsgd_stream::philox7 && stream != qsgd_stream::philox10)
+      throw config_error("unknown qsgd stream " + std::to_string(static_cast<unsigned>(stream)) +
+                         " (known: philox7, philox10)");
     if (encoding == value_encoding::qsgd && (levels < 1 || levels > max_qsgd_levels))
       throw config_error("qsgd needs levels in [1, " + std::to_string(max_qsgd_levels) +
                          "], got " + std::to_string(levels));
@@ -59,7 +64,7 @@ void encode_values(const value_codec& c, Get&& v_at, message& m, const context& 
   m.value_enc = c.wire_encoding<T>();
   m.levels = m.value_enc == value_encoding::qsgd ? c.levels : 0;
   m.payload.assign(payload_bytes(m.value_enc, m.levels, m.count), std::byte{0});
-  m.scale = write_values<T>(m.value_enc, m.levels, m.count, v_at,
+  m.scale = write_values<T>(m.value_enc, m.levels, c.stream, m.count, v_at,
                             [&m](std::size_t j) { return m.index_of(j); }, ctx, m.payload.data());
 }
 

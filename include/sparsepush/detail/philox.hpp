@@ -1,7 +1,8 @@
-// sparsepush/detail/philox.hpp: the Philox4x32-10 counter-based generator (Salmon, Moraes,
+// sparsepush/detail/philox.hpp: the Philox4x32-R counter-based generator (Salmon, Moraes,
 // Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011), written from the paper's
-// definition and checked bit-for-bit against Random123 in tests/test_random.cpp. Keeping our own
-// copy means the core headers need no third-party include.
+// definition and checked bit-for-bit against Random123 in tests/test_random.cpp (R = 10, the
+// default everywhere, and R = 7, which Random123 lists as Crush-resistant: QSGD's default stream).
+// Keeping our own copy means the core headers need no third-party include.
 #pragma once
 
 #include <array>
@@ -19,9 +20,12 @@ inline constexpr std::uint32_t philox_m1 = 0xCD9E8D57u;
 inline constexpr std::uint32_t philox_w0 = 0x9E3779B9u;
 inline constexpr std::uint32_t philox_w1 = 0xBB67AE85u;
 
-/// Ten rounds of Philox4x32 on counter c under key k.
-constexpr philox_counter philox4x32_10(philox_counter c, philox_key k) noexcept {
-  for (int r = 0; r < 10; ++r) {
+/// R rounds of Philox4x32 on counter c under key k (Random123's philox4x32_R(R, c, k); not named
+/// philox4x32, a macro of Random123's philox.h).
+template <int R>
+constexpr philox_counter philox4x32_n(philox_counter c, philox_key k) noexcept {
+  static_assert(R >= 1 && R <= 16, "Philox4x32 rounds in [1, 16]");
+  for (int r = 0; r < R; ++r) {
     if (r > 0) {
       k[0] += philox_w0;
       k[1] += philox_w1;
@@ -33,6 +37,9 @@ constexpr philox_counter philox4x32_10(philox_counter c, philox_key k) noexcept 
   }
   return c;
 }
+
+/// Ten rounds of Philox4x32 on counter c under key k.
+constexpr philox_counter philox4x32_10(philox_counter c, philox_key k) noexcept { return philox4x32_n<10>(c, k); }
 
 /// Independent streams of one (seed, node, round): each random decision of a compressor uses
 /// its own stream tag so that, e.g., random-K's indices and QSGD's rounding never share bits.
@@ -57,8 +64,9 @@ class counter_rng {
         round_(round),
         stream_(static_cast<std::uint32_t>(stream)) {}
 
-  /// Four independent 32-bit words for block b (positions 4b .. 4b+3).
-  constexpr philox_counter block(std::uint32_t b) const noexcept { return philox4x32_10(counter(b), key_); }
+  /// Four independent 32-bit words for block b (positions 4b .. 4b+3), from R-round Philox.
+  template <int R = 10>
+  constexpr philox_counter block(std::uint32_t b) const noexcept { return philox4x32_n<R>(counter(b), key_); }
 
   /// The Philox counter of block b, and the key: what a vector generator needs.
   constexpr philox_counter counter(std::uint32_t b) const noexcept { return {b, round_, node_, stream_}; }

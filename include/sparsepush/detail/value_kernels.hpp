@@ -1,12 +1,15 @@
 // sparsepush/detail/value_kernels.hpp: the vector kernels of the dense value encodings (wire.hpp)
-// and of Philox4x32-10 (philox.hpp), each beside the scalar definition it must match bit for bit:
+// and of Philox4x32-R, R = 10 or 7 (philox.hpp), each beside the scalar definition it must match bit for bit:
 //   lane_sum: sum_j t_j in double as 32 interleaved partial sums (lane j mod 32, in order of j),
 //             combined by the fixed tree s[L] += s[L + w], w = 16, 8, 4, 2, 1. It defines ||v||_1 of
 //             the sign encoding and ||v||_2^2 of QSGD (a single running sum would be a 4-cycle add
 //             chain per element; a fixed lane order keeps every level bit-identical);
 //   sign bits: bit j set when v_j < 0;
 //   philox_fill: the words of blocks b0 .. b0 + n - 1 of a counter_rng, in order;
-//   qsgd codes: l = floor(r) + (xi < r - floor(r)), r = |v| * (s / nrm), min(l, s), code = l << 1 | (v < 0).
+//   qsgd codes: l = floor(r) + (xi < r - floor(r)), r = |v| * (s / nrm), min(l, s), code = l << 1 | (v < 0),
+//             xi = (w >> 8) / 2^24 from word j of the stream (24-bit draws), or with 16-bit draws
+//             xi = h / 2^16, h the 16-bit half j of the stream's words read as little-endian
+//             halves (coordinate 2i: the low half of word i, 2i + 1: its high half).
 // The vector versions cover float tensors; double tensors use the scalar definitions.
 #pragma once
 
@@ -108,7 +111,7 @@ SPARSEPUSH_TARGET_AVX2 inline void keep_rounded256(__m256& x) noexcept { __asm__
 // Lane i of the first counter word holds a permuted block number, so that after the 4 x 4
 // transpose inside each 128-bit lane the words come out in block order with no cross-lane shuffle.
 
-/// The key of each of the ten Philox rounds, widened to 64 bits (a broadcast operand).
+/// The key of each of the (up to ten) Philox rounds, widened to 64 bits (a broadcast operand).
 struct philox_round_keys {
   std::uint64_t k0[10], k1[10];
   explicit philox_round_keys(philox_key key) noexcept {
@@ -121,43 +124,56 @@ struct philox_round_keys {
   }
 };
 
-/// Words of blocks b0 .. b0 + 15 into out[0, 64). Each block lives in one 64-bit lane (the low
-/// 32 bits of a lane are the word; the high bits are don't-care, as _mm512_mul_epu32 reads only
-/// the low 32), so a round is two multiplies, two shifts and two 3-way XORs per 8 blocks.
-SPARSEPUSH_TARGET_AVX512 inline void philox16_avx512(const counter_rng& rng, const philox_round_keys& rk,
-                                                     std::uint32_t b0, std::uint32_t* out) noexcept {
+/// Words of blocks b0 .. b0 + 8 G - 1 into out[0, 32 G). Each block lives in one 64-bit lane (the
+/// low 32 bits of a lane are the word; the high bits are don't-care, as _mm512_mul_epu32 reads
+/// only the low 32), so a round is two multiplies, two shifts and two 3-way XORs per 8 blocks; G
+/// independent groups of 8 blocks hide the multiplies' latency.
+template <int R = 10, int G = 2>
+SPARSEPUSH_TARGET_AVX512 inline void philox_blocks_avx512(const counter_rng& rng, const philox_round_keys& rk,
+                                                          std::uint32_t b0, std::uint32_t* out) noexcept {
+  static_assert(R >= 1 && R <= 10 && G >= 1 && G <= 4);
   const philox_counter c = rng.counter(0);
-  // lane i of a half holds block (i & 1) * 4 + (i >> 1), so that unpacking pairs of lanes gives
+  // lane i of a group holds block (i & 1) * 4 + (i >> 1), so that unpacking pairs of lanes gives
   // the words in block order
   const __m512i lanes = _mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7);
   const __m512i m0 = _mm512_set1_epi64(philox_m0), m1 = _mm512_set1_epi64(philox_m1);
-  __m512i a0 = _mm512_add_epi64(_mm512_set1_epi64(std::int64_t{b0}), lanes);
-  __m512i b0v = _mm512_add_epi64(_mm512_set1_epi64(std::int64_t{b0} + 8), lanes);
-  __m512i a1 = _mm512_set1_epi64(c[1]), a2 = _mm512_set1_epi64(c[2]), a3 = _mm512_set1_epi64(c[3]);
-  __m512i b1 = a1, b2 = a2, b3 = a3;
-  for (int r = 0; r < 10; ++r) {
+  __m512i x0[G], x1[G], x2[G], x3[G];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    x0[g] = _mm512_add_epi64(_mm512_set1_epi64(std::int64_t{b0} + 8 * g), lanes);
+    x1[g] = _mm512_set1_epi64(c[1]);
+    x2[g] = _mm512_set1_epi64(c[2]);
+    x3[g] = _mm512_set1_epi64(c[3]);
+  }
+#pragma GCC unroll 10
+  for (int r = 0; r < R; ++r) {
     const __m512i k0 = _mm512_set1_epi64(static_cast<long long>(rk.k0[r]));
     const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(rk.k1[r]));
-    const __m512i pa0 = _mm512_mul_epu32(a0, m0), pa1 = _mm512_mul_epu32(a2, m1);
-    const __m512i pb0 = _mm512_mul_epu32(b0v, m0), pb1 = _mm512_mul_epu32(b2, m1);
-    a0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pa1, 32), a1, k0, 0x96);  // a ^ b ^ c
-    b0v = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pb1, 32), b1, k0, 0x96);
-    a2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pa0, 32), a3, k1, 0x96);
-    b2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pb0, 32), b3, k1, 0x96);
-    a1 = pa1;
-    b1 = pb1;
-    a3 = pa0;
-    b3 = pb0;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const __m512i p0 = _mm512_mul_epu32(x0[g], m0), p1 = _mm512_mul_epu32(x2[g], m1);
+      x0[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), x1[g], k0, 0x96);  // a ^ b ^ c
+      x2[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), x3[g], k1, 0x96);
+      x1[g] = p1;
+      x3[g] = p0;
+    }
   }
   const __m512i lo32 = _mm512_set1_epi64(0xFFFFFFFFll);
-  __m512i w01 = _mm512_or_si512(_mm512_and_si512(a0, lo32), _mm512_slli_epi64(a1, 32));  // words 0, 1
-  __m512i w23 = _mm512_or_si512(_mm512_and_si512(a2, lo32), _mm512_slli_epi64(a3, 32));  // words 2, 3
-  _mm512_storeu_si512(out, _mm512_unpacklo_epi64(w01, w23));
-  _mm512_storeu_si512(out + 16, _mm512_unpackhi_epi64(w01, w23));
-  w01 = _mm512_or_si512(_mm512_and_si512(b0v, lo32), _mm512_slli_epi64(b1, 32));
-  w23 = _mm512_or_si512(_mm512_and_si512(b2, lo32), _mm512_slli_epi64(b3, 32));
-  _mm512_storeu_si512(out + 32, _mm512_unpacklo_epi64(w01, w23));
-  _mm512_storeu_si512(out + 48, _mm512_unpackhi_epi64(w01, w23));
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    // (a & lo32) | (b << 32): words 0, 1 and 2, 3 of each block
+    const __m512i w01 = _mm512_ternarylogic_epi64(x0[g], lo32, _mm512_slli_epi64(x1[g], 32), 0xEA);
+    const __m512i w23 = _mm512_ternarylogic_epi64(x2[g], lo32, _mm512_slli_epi64(x3[g], 32), 0xEA);
+    _mm512_storeu_si512(out + 32 * g, _mm512_unpacklo_epi64(w01, w23));
+    _mm512_storeu_si512(out + 32 * g + 16, _mm512_unpackhi_epi64(w01, w23));
+  }
+}
+
+/// Words of blocks b0 .. b0 + 15 into out[0, 64).
+template <int R = 10>
+SPARSEPUSH_TARGET_AVX512 inline void philox16_avx512(const counter_rng& rng, const philox_round_keys& rk,
+                                                     std::uint32_t b0, std::uint32_t* out) noexcept {
+  philox_blocks_avx512<R, 2>(rng, rk, b0, out);
 }
 
 SPARSEPUSH_TARGET_AVX2 inline void mul_hi_lo_avx2(__m256i a, __m256i m, __m256i& hi, __m256i& lo) noexcept {
@@ -168,6 +184,7 @@ SPARSEPUSH_TARGET_AVX2 inline void mul_hi_lo_avx2(__m256i a, __m256i m, __m256i&
 }
 
 /// Words of blocks b0 .. b0 + 7 into out[0, 32).
+template <int R = 10>
 SPARSEPUSH_TARGET_AVX2 inline void philox8_avx2(const counter_rng& rng, std::uint32_t b0, std::uint32_t* out) noexcept {
   const philox_counter c = rng.counter(0);
   const philox_key key = rng.key();
@@ -178,7 +195,7 @@ SPARSEPUSH_TARGET_AVX2 inline void philox8_avx2(const counter_rng& rng, std::uin
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(philox_m0));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(philox_m1));
   std::uint32_t k0 = key[0], k1 = key[1];
-  for (int r = 0; r < 10; ++r) {
+  for (int r = 0; r < R; ++r) {
     if (r > 0) {
       k0 += philox_w0;
       k1 += philox_w1;
@@ -279,51 +296,53 @@ SPARSEPUSH_TARGET_AVX2 inline void sign_bits_f32_avx2(const float* v, std::size_
 
 // --- QSGD codes of float vectors --------------------------------------------------------------
 
-/// Two octets (8 codes of `bits` <= 8 bits each, LSB first) from 16 codes in 32-bit lanes, by
-/// shifting pairs, quads and octets together inside the vector; the octets are stored with 8-byte
-/// stores at p and p + bits (bytes past an octet are zero and overwritten by the next one).
-SPARSEPUSH_TARGET_AVX512 inline void pack16_avx512(__m512i c, unsigned bits, std::byte* p) noexcept {
-  const __m128i b1 = _mm_cvtsi32_si128(static_cast<int>(bits));
-  const __m128i b2 = _mm_cvtsi32_si128(static_cast<int>(2 * bits));
-  const __m128i b4 = _mm_cvtsi32_si128(static_cast<int>(4 * bits));
-  const __m512i pair = _mm512_or_si512(_mm512_and_si512(c, _mm512_set1_epi64(0xFFFFFFFFll)),
-                                       _mm512_sll_epi64(_mm512_srli_epi64(c, 32), b1));
-  const __m512i quad = _mm512_or_si512(pair, _mm512_sll_epi64(_mm512_bsrli_epi128(pair, 8), b2));
-  const __m512i oct = _mm512_or_si512(quad, _mm512_sll_epi64(_mm512_alignr_epi64(quad, quad, 2), b4));
-  const std::uint64_t o0 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(oct)));
-  const std::uint64_t o1 = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm512_extracti64x2_epi64(oct, 2)));
-  std::memcpy(p, &o0, 8);
-  std::memcpy(p + bits, &o1, 8);
+/// Eight octets of codes of `bits` <= 8 bits, one code a byte in bytes[0, 64), packed LSB first
+/// into p[0, 8 bits) (plus 8 bytes of slack): one PEXT of each octet's low `bits` bits a byte,
+/// stored with an 8-byte store at p + bits k (its high bytes are zero and overwritten by the next).
+SPARSEPUSH_TARGET_AVX2 inline void pack_octets_bmi2(const std::uint8_t* bytes, unsigned bits, std::byte* p) noexcept {
+  const std::uint64_t mask = 0x0101010101010101ull * ((1u << bits) - 1u);
+  for (unsigned k = 0; k < 8; ++k) {
+    std::uint64_t x;
+    std::memcpy(&x, bytes + 8 * k, 8);
+    x = _pext_u64(x, mask);
+    std::memcpy(p + bits * k, &x, 8);
+  }
 }
 
-/// QSGD codes of v[j0, j0 + 64) (dense: coordinate j uses word j of the stream) with 16-lane
-/// float math; words = the 64 Philox words of those coordinates. For bits <= 8 the codes are
-/// packed into p[0, 8 bits) (plus 8 bytes of slack), else stored in c[0, 64).
+/// QSGD codes of v[j0, j0 + 64) (dense: coordinate j uses word j of the stream, Half: 16-bit half
+/// j) with 16-lane float math; words = the 64 (Half: 32) Philox words of those coordinates. Narrow
+/// (bits <= 8): the codes are packed into p[0, 8 bits) (plus 8 bytes of slack), else stored in c[0, 64).
+template <bool Half, bool Narrow>
 SPARSEPUSH_TARGET_AVX512 inline void qsgd_codes64_avx512(const float* v, const std::uint32_t* words,
                                                          float to_level, float s, unsigned bits,
                                                          std::uint32_t* c, std::byte* p) noexcept {
   const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   const __m512 tl = _mm512_set1_ps(to_level), sv = _mm512_set1_ps(s), one = _mm512_set1_ps(1.0f);
-  const __m512 unit = _mm512_set1_ps(1.0f / 16777216.0f), zero = _mm512_setzero_ps();
+  const __m512 unit = _mm512_set1_ps(Half ? 1.0f / 65536.0f : 1.0f / 16777216.0f), zero = _mm512_setzero_ps();
+  alignas(64) std::uint8_t bytes[64];
   for (unsigned q = 0; q < 4; ++q) {
     const __m512 x = _mm512_loadu_ps(v + 16 * q);
     __m512 r = _mm512_mul_ps(_mm512_and_ps(x, absm), tl);
     keep_rounded512(r);
     __m512 level = _mm512_roundscale_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const __m512i w = _mm512_loadu_si512(words + 16 * q);
-    const __m512 xi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)), unit);
+    __m512i h;  // the draw as an integer below 2^24 (2^16)
+    if constexpr (Half) h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 8 * q)));
+    else h = _mm512_srli_epi32(_mm512_loadu_si512(words + 16 * q), 8);
+    const __m512 xi = _mm512_mul_ps(_mm512_cvtepi32_ps(h), unit);
     const __mmask16 up = _mm512_cmp_ps_mask(xi, _mm512_sub_ps(r, level), _CMP_LT_OQ);
     level = _mm512_mask_add_ps(level, up, level, one);
     level = _mm512_min_ps(level, sv);
     const __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
     __m512i code = _mm512_slli_epi32(_mm512_cvttps_epi32(level), 1);
     code = _mm512_mask_or_epi32(code, neg, code, _mm512_set1_epi32(1));
-    if (bits <= 8) pack16_avx512(code, bits, p + 2 * bits * q);
+    if constexpr (Narrow) _mm_store_si128(reinterpret_cast<__m128i*>(bytes + 16 * q), _mm512_cvtepi32_epi8(code));
     else _mm512_storeu_si512(c + 16 * q, code);
   }
+  if constexpr (Narrow) pack_octets_bmi2(bytes, bits, p);
 }
 
-/// One octet from 8 codes of `bits` <= 8 bits (see pack16_avx512), stored at p.
+/// One octet from 8 codes of `bits` <= 8 bits, by shifting pairs and quads together inside the
+/// vector, stored with one 8-byte store at p (bytes past the octet are zero).
 SPARSEPUSH_TARGET_AVX2 inline void pack8_avx2(__m256i c, unsigned bits, std::byte* p) noexcept {
   const __m128i b1 = _mm_cvtsi32_si128(static_cast<int>(bits));
   const __m128i b2 = _mm_cvtsi32_si128(static_cast<int>(2 * bits));
@@ -336,19 +355,22 @@ SPARSEPUSH_TARGET_AVX2 inline void pack8_avx2(__m256i c, unsigned bits, std::byt
   std::memcpy(p, &o, 8);
 }
 
+template <bool Half>
 SPARSEPUSH_TARGET_AVX2 inline void qsgd_codes32_avx2(const float* v, const std::uint32_t* words, float to_level,
                                                      float s, unsigned bits, std::uint32_t* c,
                                                      std::byte* p) noexcept {
   const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 tl = _mm256_set1_ps(to_level), sv = _mm256_set1_ps(s), one = _mm256_set1_ps(1.0f);
-  const __m256 unit = _mm256_set1_ps(1.0f / 16777216.0f), zero = _mm256_setzero_ps();
+  const __m256 unit = _mm256_set1_ps(Half ? 1.0f / 65536.0f : 1.0f / 16777216.0f), zero = _mm256_setzero_ps();
   for (int q = 0; q < 4; ++q) {
     const __m256 x = _mm256_loadu_ps(v + 8 * q);
     __m256 r = _mm256_mul_ps(_mm256_and_ps(x, absm), tl);
     keep_rounded256(r);
     __m256 level = _mm256_floor_ps(r);
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 8 * q));
-    const __m256 xi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 8)), unit);
+    __m256i h;
+    if constexpr (Half) h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words + 4 * q)));
+    else h = _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 8 * q)), 8);
+    const __m256 xi = _mm256_mul_ps(_mm256_cvtepi32_ps(h), unit);
     const __m256 up = _mm256_cmp_ps(xi, _mm256_sub_ps(r, level), _CMP_LT_OQ);
     level = _mm256_add_ps(level, _mm256_and_ps(up, one));
     level = _mm256_min_ps(level, sv);
@@ -360,11 +382,12 @@ SPARSEPUSH_TARGET_AVX2 inline void qsgd_codes32_avx2(const float* v, const std::
   }
 }
 
-/// Dense QSGD of float v[0, n64) (n64 a multiple of 64) into the bit writer (empty on entry),
-/// codes `bits` wide (bits <= 14). Every 64 codes fill 8 bits bytes exactly, so for bits <= 8
-/// each octet of codes is `bits` whole bytes, stored independently; wider codes go four at a time
-/// through put_wide. The writer must have room for 8 bytes past the end.
-template <simd_level L>
+/// Dense QSGD of float v[0, n64) (n64 a multiple of 256) into the bit writer (empty on entry),
+/// codes `bits` wide (bits <= 14), draws from R-round Philox, 16-bit (Half) or 24-bit. Every 64
+/// codes fill 8 bits bytes exactly, so for bits <= 8 each octet of codes is `bits` whole bytes,
+/// stored independently; wider codes go four at a time through put_wide. The writer must have
+/// room for 8 bytes past the end.
+template <simd_level L, int R, bool Half>
 inline void qsgd_dense_f32_simd(const float* v, std::size_t n64, const counter_rng& rng, float to_level, float s,
                                 unsigned bits, bit_writer& out) noexcept;
 
@@ -378,40 +401,66 @@ inline void put_codes_wide(const std::uint32_t* codes, int count, unsigned bits,
   }
 }
 
-template <>
-SPARSEPUSH_TARGET_AVX512 inline void qsgd_dense_f32_simd<simd_level::avx512>(
-    const float* v, std::size_t n64, const counter_rng& rng, float to_level, float s, unsigned bits,
-    bit_writer& out) noexcept {
-  alignas(64) std::uint32_t words[64];
-  alignas(64) std::uint32_t codes[64];
-  const philox_round_keys rk(rng.key());
-  for (std::size_t j = 0; j < n64; j += 64) {
-    philox16_avx512(rng, rk, static_cast<std::uint32_t>(j / 4), words);
-    qsgd_codes64_avx512(v + j, words, to_level, s, bits, codes, out.q);
-    if (bits <= 8) {
-      out.q += 8 * bits;
-      continue;
-    }
-    put_codes_wide(codes, 64, bits, out);
+/// The codes of v[0, 64 * groups) from words (64 codes per 64 words, Half: per 32 words).
+template <bool Half, bool Narrow>
+SPARSEPUSH_TARGET_AVX512 inline void qsgd_groups_avx512(const float* v, const std::uint32_t* words, int groups,
+                                                        float to_level, float s, unsigned bits, std::uint32_t* codes,
+                                                        bit_writer& out) noexcept {
+  for (int g = 0; g < groups; ++g) {
+    qsgd_codes64_avx512<Half, Narrow>(v + 64 * g, words + (Half ? 32 : 64) * g, to_level, s, bits, codes, out.q);
+    if constexpr (Narrow) out.q += 8 * bits;
+    else put_codes_wide(codes, 64, bits, out);
   }
 }
 
-template <>
-SPARSEPUSH_TARGET_AVX2 inline void qsgd_dense_f32_simd<simd_level::avx2>(const float* v, std::size_t n64,
-                                                                       const counter_rng& rng, float to_level,
-                                                                       float s, unsigned bits,
-                                                                       bit_writer& out) noexcept {
+template <simd_level L, int R, bool Half, bool Narrow>
+  requires(L == simd_level::avx512)
+SPARSEPUSH_TARGET_AVX512 inline void qsgd_dense_f32_simd_impl(const float* v, std::size_t n64, const counter_rng& rng,
+                                                              float to_level, float s, unsigned bits,
+                                                              bit_writer& out) noexcept {
+  // 32 blocks (128 words) at a time: 128 coordinates, or 256 with 16-bit draws
+  alignas(64) std::uint32_t words[128];
+  alignas(64) std::uint32_t codes[64];
+  const philox_round_keys rk(rng.key());
+  constexpr std::size_t per = Half ? 256 : 128;
+  for (std::size_t j = 0; j < n64; j += per) {
+    philox_blocks_avx512<R, 4>(rng, rk, static_cast<std::uint32_t>(j / (Half ? 8 : 4)), words);
+    qsgd_groups_avx512<Half, Narrow>(v + j, words, Half ? 4 : 2, to_level, s, bits, codes, out);
+  }
+}
+
+/// The codes of v[0, 32 * groups) from words (32 codes per 32 words, Half: per 16 words).
+template <bool Half>
+SPARSEPUSH_TARGET_AVX2 inline void qsgd_groups_avx2(const float* v, const std::uint32_t* words, int groups,
+                                                    float to_level, float s, unsigned bits, std::uint32_t* codes,
+                                                    bit_writer& out) noexcept {
+  for (int g = 0; g < groups; ++g) {
+    qsgd_codes32_avx2<Half>(v + 32 * g, words + (Half ? 16 : 32) * g, to_level, s, bits, codes, out.q);
+    if (bits <= 8) out.q += 4 * bits;
+    else put_codes_wide(codes, 32, bits, out);
+  }
+}
+
+template <simd_level L, int R, bool Half, bool Narrow>
+  requires(L == simd_level::avx2)
+SPARSEPUSH_TARGET_AVX2 inline void qsgd_dense_f32_simd_impl(const float* v, std::size_t n64, const counter_rng& rng,
+                                                            float to_level, float s, unsigned bits,
+                                                            bit_writer& out) noexcept {
+  // 8 blocks (32 words) at a time: 32 coordinates, or 64 with 16-bit draws
   alignas(32) std::uint32_t words[32];
   alignas(32) std::uint32_t codes[32];
-  for (std::size_t j = 0; j < n64; j += 32) {
-    philox8_avx2(rng, static_cast<std::uint32_t>(j / 4), words);
-    qsgd_codes32_avx2(v + j, words, to_level, s, bits, codes, out.q);
-    if (bits <= 8) {
-      out.q += 4 * bits;
-      continue;
-    }
-    put_codes_wide(codes, 32, bits, out);
+  constexpr std::size_t per = Half ? 64 : 32;
+  for (std::size_t j = 0; j < n64; j += per) {
+    philox8_avx2<R>(rng, static_cast<std::uint32_t>(j / (Half ? 8 : 4)), words);
+    qsgd_groups_avx2<Half>(v + j, words, Half ? 2 : 1, to_level, s, bits, codes, out);
   }
+}
+
+template <simd_level L, int R, bool Half>
+inline void qsgd_dense_f32_simd(const float* v, std::size_t n64, const counter_rng& rng, float to_level, float s,
+                                unsigned bits, bit_writer& out) noexcept {
+  if (bits <= 8) qsgd_dense_f32_simd_impl<L, R, Half, true>(v, n64, rng, to_level, s, bits, out);
+  else qsgd_dense_f32_simd_impl<L, R, Half, false>(v, n64, rng, to_level, s, bits, out);
 }
 
 #endif  // SPARSEPUSH_X86_SIMD
