@@ -36,6 +36,13 @@ std::vector<simd_level> vector_levels() {
   return out;
 }
 
+/// Scalar, then every vector level this CPU has.
+std::vector<simd_level> all_levels() {
+  std::vector<simd_level> out{simd_level::scalar};
+  for (const simd_level l : vector_levels()) out.push_back(l);
+  return out;
+}
+
 /// Inputs with the awkward cases: ties, zeros, subnormals, spikes, periodic structure.
 template <class T>
 std::vector<std::vector<T>> awkward_inputs(std::size_t d, unsigned seed) {
@@ -134,8 +141,7 @@ TEMPLATE_TEST_CASE("fused top-K feedback: scalar and vector paths leave the same
     for (const std::size_t k : {std::size_t{1}, d / 1000 + 1, d / 100 + 1, d}) {
       std::vector<std::vector<T>> e_by_level;
       std::vector<std::vector<std::byte>> q_by_level;
-      std::vector<simd_level> levels{simd_level::scalar};
-      for (const simd_level l : vector_levels()) levels.push_back(l);
+      const std::vector<simd_level> levels = all_levels();
       for (const simd_level l : levels) {
         detail::set_simd_level(l);
         std::vector<T> e(d, T(0));
@@ -162,8 +168,7 @@ TEMPLATE_TEST_CASE("NaN and Inf in x + e: the same error at every SIMD level, e 
                    double) {
   using T = TestType;
   simd_guard g;
-  std::vector<simd_level> levels{simd_level::scalar};
-  for (const simd_level l : vector_levels()) levels.push_back(l);
+  const std::vector<simd_level> levels = all_levels();
   for (const std::size_t d : {70u, 20000u, 300001u}) {
     for (const std::size_t at : {std::size_t{0}, d / 2 + 3, d - 1}) {
       for (const T bad : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
@@ -265,8 +270,7 @@ TEST_CASE("QSGD of a tiny-norm float vector: the vector path falls back to the s
 
 TEST_CASE("random-K: batched vector Philox draws the same set as one uniform_int per draw", "[compress]") {
   simd_guard g;
-  std::vector<simd_level> levels{simd_level::scalar};
-  for (const simd_level l : vector_levels()) levels.push_back(l);
+  const std::vector<simd_level> levels = all_levels();
   for (const std::size_t d : {1u, 5u, 64u, 65u, 1000u, 100003u}) {
     for (const std::size_t k : {std::size_t{1}, d / 64 + 1, d / 3 + 1, d}) {
       if (k > d) continue;
@@ -310,8 +314,7 @@ TEMPLATE_TEST_CASE("top-K: a scan whose candidates overflow the first buffer res
   std::shuffle(at.begin(), at.end(), gen);
   for (std::size_t j = 0; j < 13000; ++j) v[at[j]] = j < 1000 ? T(2) : (j % 2 ? T(1) : T(-1));
   const auto want = test::reference_top_k(v, k);
-  std::vector<simd_level> levels{simd_level::scalar};
-  for (const simd_level l : vector_levels()) levels.push_back(l);
+  const std::vector<simd_level> levels = all_levels();
   for (const simd_level l : levels) {
     INFO("SIMD level " << static_cast<int>(l));
     detail::set_simd_level(l);
@@ -352,8 +355,7 @@ TEMPLATE_TEST_CASE("fused top-K step: plan then apply gives the bits of the loca
                    "[compress]", float, double) {
   using T = TestType;
   simd_guard g;
-  std::vector<simd_level> levels{simd_level::scalar};
-  for (const simd_level l : vector_levels()) levels.push_back(l);
+  const std::vector<simd_level> levels = all_levels();
   for (const std::size_t d : {1u, 17u, 1000u, 9001u, 100003u}) {
     const auto xs = awkward_inputs<T>(d, static_cast<unsigned>(d) + 5);
     for (std::size_t c = 0; c < xs.size(); ++c) {
@@ -398,8 +400,7 @@ TEMPLATE_TEST_CASE("fused top-K step: a bad direction or an overflowing step is 
                    "[compress]", float, double) {
   using T = TestType;
   simd_guard g;
-  std::vector<simd_level> levels{simd_level::scalar};
-  for (const simd_level l : vector_levels()) levels.push_back(l);
+  const std::vector<simd_level> levels = all_levels();
   const T big = std::numeric_limits<T>::max() / T(2);
   for (const std::size_t d : {50u, 100003u}) {
     const std::size_t at = d - 3;
