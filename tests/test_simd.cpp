@@ -396,6 +396,58 @@ TEMPLATE_TEST_CASE("fused top-K step: plan then apply gives the bits of the loca
   }
 }
 
+TEMPLATE_TEST_CASE("fused top-K feedback and step take the kept values in the write pass: chunk edges, every codec, every level",
+                   "[compress]", float, double) {
+  // The write pass runs in chunks of 65536 from the end and takes each chunk's kept values while
+  // it is in cache. Kept indices sit on every chunk edge; the reference is the generic path by hand
+  // (v = x + e dense, top-K of v, e = v - q), so a value taken from the wrong chunk, a kept index
+  // skipped or a residual left unsubtracted shows. k = 2000 of d = 196615 takes the sampled path.
+  using T = TestType;
+  simd_guard g;
+  const std::size_t d = 3 * 65536 + 7, k = 2000;
+  const std::vector<std::size_t> edges = {0, 65535, 65536, 131071, 131072, 196607, 196608, d - 1};
+  auto x0 = test::gaussian<T>(d, 71, 0.01);
+  for (std::size_t j = 0; j < edges.size(); ++j) x0[edges[j]] = T(100) + T(j) * T(j % 2 ? -1 : 1);
+  const auto p = test::gaussian<T>(d, 72, 2.0);
+  auto e0 = test::gaussian<T>(d, 73, 0.03);
+  e0[7] = T(-0.0);
+  const T gamma = T(0.01);
+  for (const auto& codec : {value_codec{}, value_codec{value_encoding::bf16, 0}, value_codec{value_encoding::i8, 0}}) {
+    const top_k c{k_spec::count(k), codec};
+    for (const bool step : {false, true}) {
+      // the reference: the local step with its product rounded alone, then v = x + e, q = C(v), e = v - q
+      auto x_ref = x0;
+      if (step)
+        for (std::size_t i = 0; i < d; ++i) x_ref[i] = reference_step(x0[i], gamma, p[i]);
+      std::vector<T> v(d), e_ref(d);
+      for (std::size_t i = 0; i < d; ++i) v[i] = x_ref[i] + e0[i];
+      message q_ref;
+      compress(c, std::span<const T>(v), q_ref, {2, 1, 4});
+      for (const std::size_t i : edges) REQUIRE(std::find(q_ref.indices.begin(), q_ref.indices.end(), i) != q_ref.indices.end());
+      const auto qd = test::dense<T>(q_ref);
+      for (std::size_t i = 0; i < d; ++i) e_ref[i] = v[i] - qd[i];
+      for (const simd_level l : all_levels()) {
+        INFO("codec " << static_cast<int>(codec.encoding) << ", step " << step << ", level " << static_cast<int>(l));
+        detail::set_simd_level(l);
+        auto x = x0;
+        auto e = e0;
+        message q;
+        compress_workspace<T> ws;
+        if (step) {
+          std::vector<std::uint32_t> plan;
+          c.plan_step(std::span<const T>(x), std::span<const T>(p), gamma, std::span<const T>(e), plan, {2, 1, 4}, ws);
+          c.apply_step(std::span<T>(x), std::span<const T>(p), gamma, std::span<T>(e), plan, q, {2, 1, 4});
+        } else {
+          compress_with_feedback<T>(c, std::span<const T>(x), std::span<T>(e), q, {2, 1, 4}, ws);
+        }
+        REQUIRE(encode(q) == encode(q_ref));
+        REQUIRE(std::memcmp(x.data(), x_ref.data(), d * sizeof(T)) == 0);
+        REQUIRE(std::memcmp(e.data(), e_ref.data(), d * sizeof(T)) == 0);  // bit for bit, -0 included
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("fused top-K step: a bad direction or an overflowing step is named at every level, nothing written",
                    "[compress]", float, double) {
   using T = TestType;

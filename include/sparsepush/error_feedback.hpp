@@ -1,9 +1,9 @@
 // sparsepush/error_feedback.hpp: error-compensated compression (as DeepSqueeze / EF-SGD):
 //   v = x + e;   q = C(v);   e <- v - q.
 // Compressors with a fused path (top-K) do it without materialising v: one pass reads x and e to
-// select and to check for NaN/Inf, a second writes e = x + e, then the kept values are subtracted
-// (5 streams of d values against the 3 of a bare e = x + e: writing e in the first pass would
-// break the guarantee below). The others compute v into the caller's workspace, compress it, then
+// select and to check for NaN/Inf, a second writes e = x + e and, while each chunk of it is in
+// cache, takes the kept values and subtracts them (5 streams of d values against the 3 of a bare
+// e = x + e: writing e in the first pass would break the guarantee below). The others compute v into the caller's workspace, compress it, then
 // write e. Either way a throw (bad size, NaN/Inf, bad k, a malformed message of a user's compressor)
 // leaves e as it was (and the message as it was, for the built-ins).
 #pragma once

@@ -19,6 +19,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -213,10 +214,12 @@ constexpr std::size_t top_k_candidate_limit(std::size_t d, std::size_t k) noexce
 }
 
 /// Indices (ascending) of the k largest |v| of src: exact, ties to the lower index. Uses ws.keys,
-/// ws.ckeys, ws.sel (sampled path) or ws.hist, ws.cand, ws.chosen (radix path). src.e_out, when
-/// set, ends as v, written only after every element was checked finite.
+/// ws.ckeys, ws.sel (sampled path) or ws.hist, ws.cand, ws.chosen (radix path). Returns whether
+/// src.e_out was written (with v, only after every element was checked finite): the radix path
+/// writes it in its second pass; the sampled path writes nothing, and the caller's write pass
+/// (write_pass_with_values) does it with the kept values.
 template <tensor_element T, bool Feedback, bool Step>
-void top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k, std::vector<std::uint32_t>& out,
+bool top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k, std::vector<std::uint32_t>& out,
                    const context& ctx, compress_workspace<T>& ws) {
   using K = magnitude_key<T>;
   const std::size_t d = src.d;
@@ -227,7 +230,7 @@ void top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k
   const std::size_t m_want = (hits * d + k - 1) / k;
   if (d <= top_k_small_d || k * 32 > d || m_want * 8 > d) {
     top_k_indices_radix<T>(src, k, out, ctx, ws);
-    return;
+    return src.e_out != nullptr;
   }
   const std::size_t blocks = (m_want + block - 1) / block;
   const std::size_t m = blocks * block;
@@ -257,7 +260,7 @@ void top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k
   const K thr = static_cast<K>(K(bin) << sample_shift);
   if (thr == 0) {  // over hits + 4 sqrt(hits) of the sample are (near) zero: not a sparse case
     top_k_indices_radix<T>(src, k, out, ctx, ws);
-    return;
+    return src.e_out != nullptr;
   }
 
   std::size_t cap = top_k_candidate_cap(k);
@@ -276,7 +279,7 @@ void top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k
   }
   if (found.overflow || found.count < k) {
     top_k_indices_radix<T>(src, k, out, ctx, ws);
-    return;
+    return src.e_out != nullptr;
   }
   if (found.max_key >= inf_key<T>) src.fail(ctx);
 
@@ -309,19 +312,46 @@ void top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k
       out[o++] = ci[j];
     }
   }
-  if (src.e_out) {
-    // e = x + e from the end backwards, in chunks read forwards: the last part of x and e that
-    // the scan read is still in cache (on a machine whose last-level cache holds a few tens of MB,
-    // a sizeable part of the second pass). Chunks of 64Ki elements keep the hardware prefetcher
-    // streaming (4Ki-element chunks measured slower).
-    constexpr std::size_t chunk = 65536;
-    const T* const xp = src.x;
-    T* const ew = src.e_out;
-    for (std::size_t end = d; end > 0;) {
-      const std::size_t begin = end > chunk ? end - chunk : 0;
-      for (std::size_t i = begin; i < end; ++i) ew[i] = xp[i] + ew[i];
-      end = begin;
+  return false;
+}
+
+/// Whether the codec carries a value of T exactly (its native encoding: q = v), so that error
+/// feedback's e - q is v - v at every kept index.
+template <tensor_element T>
+bool carries_exactly(const value_codec& c) noexcept {
+  return c.wire_encoding<T>() == native_encoding<T>;
+}
+
+/// The write pass of error feedback with the kept values folded in, for a codec that carries
+/// them exactly: pass(begin, end) writes e = v over [begin, end), chunk by chunk from the end
+/// backwards (chunks read forwards: the last part of the inputs that the selection read is still
+/// in cache; chunks of 64Ki elements keep the hardware prefetcher streaming). While a chunk is in
+/// cache, each kept index i of it puts v_i into m's payload and sets e_i = v_i - v_i: the bits of
+/// encoding the values afterwards and subtracting q = v, without a gather and a scatter over the
+/// whole of e. m.indices (ascending, below d) must be set; m.count, the index encoding and the
+/// value section are filled here.
+template <tensor_element T, class Pass>
+void write_pass_with_values(std::size_t d, Pass&& pass, T* e, message& m, index_encoding indices) {
+  m.dim = static_cast<std::uint32_t>(d);
+  finish_indices(m, indices);
+  m.value_enc = native_encoding<T>;
+  m.levels = 0;
+  m.scale = 0.0f;
+  m.payload.assign(payload_bytes(m.value_enc, 0, m.count), std::byte{0});  // before any write
+  constexpr std::size_t chunk = 65536;
+  const std::uint32_t* const idx = m.indices.data();
+  std::byte* const out = m.payload.data();
+  std::size_t j = m.count;
+  for (std::size_t end = d; end > 0;) {
+    const std::size_t begin = end > chunk ? end - chunk : 0;
+    pass(begin, end);
+    for (; j > 0 && idx[j - 1] >= begin; --j) {
+      T* const at = e + idx[j - 1];
+      const T v = *at;
+      std::memcpy(out + sizeof(T) * (j - 1), &v, sizeof(T));
+      *at = v - v;
     }
+    end = begin;
   }
 }
 
@@ -356,9 +386,19 @@ struct top_k {
                          compress_workspace<T>& ws) const {
     const std::size_t kk = checked_k(x.size(), ctx);
     if (segments.empty()) {
-      detail::top_k_indices<T>(  // throws before any write
+      const bool wrote = detail::top_k_indices<T>(  // throws before any write
           detail::selection_source<T, true, false>{.x = x.data(), .e = e.data(), .e_out = e.data(), .d = x.size()}, kk,
           out.indices, ctx, ws);
+      if (!wrote) {
+        const T* const xp = x.data();
+        T* const ep = e.data();
+        auto pass = [xp, ep](std::size_t b, std::size_t end) { detail::feedback_pass(xp, ep, b, end); };
+        if (detail::carries_exactly<T>(values)) {
+          detail::write_pass_with_values<T>(x.size(), pass, ep, out, indices);
+          return;
+        }
+        pass(0, x.size());
+      }
     } else {
       // every segment is checked before the first one writes e
       for (std::size_t i = 0; i < x.size(); ++i)
@@ -403,7 +443,15 @@ struct top_k {
       throw config_error("fused top-K step at " + ctx.where() + ": the plan is not " + std::to_string(kk) +
                          " ascending indices below " + std::to_string(x.size()) + " (plan_step's output)");
     out.indices.assign(plan.begin(), plan.end());  // before any write: only bad_alloc can throw here
-    detail::step_pass(x.data(), p.data(), gamma, e.data(), x.size());
+    T* const xp = x.data();
+    T* const ep = e.data();
+    const T* const pp = p.data();
+    auto pass = [xp, pp, gamma, ep](std::size_t b, std::size_t end) { detail::step_pass(xp, pp, gamma, ep, b, end); };
+    if (detail::carries_exactly<T>(values)) {
+      detail::write_pass_with_values<T>(x.size(), pass, ep, out, indices);
+      return;
+    }
+    pass(0, x.size());
     finish(std::span<const T>(e), out, ctx);
     for_each_value<T>(out, [e](std::uint32_t i, T q) { e[i] -= q; });
   }
@@ -445,9 +493,10 @@ struct top_k {
       const std::size_t b = segments[s], end = s + 1 < segments.size() ? segments[s + 1] : x.size();
       const std::size_t kk = k.resolve(end - b, ctx);
       T* const eb = Feedback ? e.data() + b : nullptr;
-      detail::top_k_indices<T>(
+      const bool wrote = detail::top_k_indices<T>(
           detail::selection_source<T, Feedback, false>{.x = x.data() + b, .e = eb, .e_out = eb, .d = end - b}, kk, part,
           ctx, ws);
+      if (Feedback && !wrote) detail::feedback_pass(x.data(), e.data(), b, end);
       for (auto i : part) out.push_back(static_cast<std::uint32_t>(b + i));
     }
   }
