@@ -237,8 +237,26 @@ bool top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k
   const std::size_t stride = d / blocks;  // >= 8 * block
   auto& keys = ws.keys;
   keys.resize(m);
+  // The blocks lie strides of >= 128 elements apart, too far for the hardware prefetcher: each
+  // would wait on memory alone, so the block `ahead` blocks on is asked for in advance.
+  constexpr std::size_t ahead = 8;
+  const std::size_t first = (stride - block) / 2;
+  auto prefetch = [&src](std::size_t at) {
+    __builtin_prefetch(src.x + at);
+    __builtin_prefetch(src.x + at + block - 1);
+    if constexpr (Feedback) {
+      __builtin_prefetch(src.e + at);
+      __builtin_prefetch(src.e + at + block - 1);
+    }
+    if constexpr (Step) {
+      __builtin_prefetch(src.p + at);
+      __builtin_prefetch(src.p + at + block - 1);
+    }
+  };
+  for (std::size_t b = 0; b < std::min(ahead, blocks); ++b) prefetch(b * stride + first);
   for (std::size_t b = 0; b < blocks; ++b) {
-    const std::size_t at = b * stride + (stride - block) / 2;
+    if (b + ahead < blocks) prefetch((b + ahead) * stride + first);
+    const std::size_t at = b * stride + first;
     for (std::size_t j = 0; j < block; ++j) keys[b * block + j] = key_of(src.at(at + j));
   }
   // The threshold: the lower edge of the histogram bin (key >> shift, 2^10..2^16 bins as the
@@ -303,15 +321,17 @@ bool top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k
   std::size_t above = 0;
   for (std::size_t j = 0; j < c; ++j) above += ck[j] > kth;
   std::size_t ties = k - above;
-  out.resize(k);  // nothing below throws
+  out.resize(k + 1);  // nothing below throws; one slot more for the branch-free store
+  std::uint32_t* const op = out.data();
   std::size_t o = 0;
-  for (std::size_t j = 0; j < c; ++j) {
+  for (std::size_t j = 0; j < c && o < k; ++j) {  // every candidate's index is stored, kept ones advance
     const K key = ck[j];
-    if (key > kth || (key == kth && ties > 0)) {
-      ties -= key == kth;
-      out[o++] = ci[j];
-    }
+    const std::size_t tie = key == kth && ties > 0;
+    ties -= tie;
+    op[o] = ci[j];
+    o += static_cast<std::size_t>(key > kth) | tie;
   }
+  out.resize(k);
   return false;
 }
 
