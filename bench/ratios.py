@@ -33,6 +33,7 @@ PAIRS = [
     ("TopK", "TopKPartialSort", True),
     ("TopK", "ReadPass", False),
     ("ErrorFeedback", "ErrorFeedbackPass", False),
+    ("ReadPair", "ErrorFeedbackPass", False),
     ("RandomK", "ReadPass", False),
     ("QSGD", "ReadPass", False),
     ("QSGDPhilox10", "ReadPass", False),
