@@ -1,9 +1,11 @@
 // Tests of the compressors (compress/*.hpp) against naive references and statistical bounds.
 #include <catch2/catch.hpp>
+
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <sparsepush/sparsepush.hpp>
 #include <sparsepush/train/settings.hpp>
@@ -553,6 +555,31 @@ TEST_CASE("per-layer top-K keeps the fraction of every segment", "[compress]") {
                       Catch::Contains("needs k as a fraction"));
   REQUIRE_THROWS_WITH((compress(top_k{k_spec::fraction(0.1), {}, index_encoding::automatic, {0, 10, 5}}, std::span<const double>(v), m, {})),
                       Catch::Contains("not ascending"));
+}
+
+TEMPLATE_TEST_CASE("per-layer top-K with error feedback over segments large enough for the sampled selection",
+                   "[compress]", float, double) {
+  // Segments of 30000 at 3% take the sampled path, which leaves e to the caller's write pass
+  // (small segments take the radix path, which writes e itself): e must end as v - q in every
+  // segment either way. The reference is the plain compress of v = x + e and e = v - q by hand.
+  using T = TestType;
+  const std::size_t d = 95000;
+  const top_k c{k_spec::fraction(0.03), {}, index_encoding::automatic, {0, 30000, 60000, 90000}};
+  std::vector<T> e(d, T(0));
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    const auto x = test::gaussian<T>(d, 40 + round);
+    std::vector<T> v(d);
+    for (std::size_t i = 0; i < d; ++i) v[i] = x[i] + e[i];
+    message want, got;
+    compress(c, std::span<const T>(v), want, {0, 0, round});
+    const auto qd = test::dense<T>(want);
+    std::vector<T> e_want(d);
+    for (std::size_t i = 0; i < d; ++i) e_want[i] = v[i] - qd[i];
+    compress_with_feedback(c, x, e, got, {0, 0, round});
+    REQUIRE(encode(got) == encode(want));
+    REQUIRE(std::memcmp(e.data(), e_want.data(), d * sizeof(T)) == 0);
+    REQUIRE(want.count == 900 + 900 + 900 + 150);
+  }
 }
 
 namespace {
