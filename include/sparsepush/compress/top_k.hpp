@@ -321,17 +321,16 @@ bool top_k_indices(const selection_source<T, Feedback, Step>& src, std::size_t k
   std::size_t above = 0;
   for (std::size_t j = 0; j < c; ++j) above += ck[j] > kth;
   std::size_t ties = k - above;
-  out.resize(k + 1);  // nothing below throws; one slot more for the branch-free store
+  out.resize(k);  // nothing below throws
   std::uint32_t* const op = out.data();
   std::size_t o = 0;
-  for (std::size_t j = 0; j < c && o < k; ++j) {  // every candidate's index is stored, kept ones advance
+  for (std::size_t j = 0; j < c && o < k; ++j) {  // each candidate's index is stored at o (< k), kept ones advance
     const K key = ck[j];
     const std::size_t tie = key == kth && ties > 0;
     ties -= tie;
     op[o] = ci[j];
     o += static_cast<std::size_t>(key > kth) | tie;
   }
-  out.resize(k);
   return false;
 }
 
