@@ -68,6 +68,7 @@ struct layer_scratch {
   std::vector<T> packed, packed2;  ///< transposed or padded operands of the matrix products
   std::vector<const T*> rows;       ///< row pointers of an operand made of shifted windows
   std::vector<T> wide, flipped;     ///< conv2d: a product over padded rows; the flipped kernel
+  std::vector<T> padded;            ///< conv2d: the zero-padded input the columns are copied from
 };
 
 namespace detail {
@@ -315,24 +316,20 @@ struct conv2d {
       g.b_rows = rows.data();
       g.c = wide, g.ldc = N, g.n = N;
       for (std::size_t n = 0; n < batch; ++n) {
-        const T* xn = x + n * in.size();
-        for (std::size_t c = 0; c < in.c; ++c)
-          for (std::size_t h = 0; h < in.h; ++h)
-            std::copy(xn + (c * in.h + h) * in.w, xn + (c * in.h + h + 1) * in.w, xp + c * plane + (h + pad) * Wp + pad);
+        pad_input(x + n * in.size(), xp);
         gemm(g);
         T* yn = y + n * out.size();
-        for (std::size_t o = 0; o < out_c; ++o)
-          for (std::size_t h = 0; h < out.h; ++h)
-            std::copy(wide + o * N + h * Wp, wide + o * N + h * Wp + out.w, yn + (o * out.h + h) * out.w);
+        for (std::size_t o = 0; o < out_c; ++o) copy_rows(wide + o * N, Wp, yn + o * P, out.w, out.h, out.w);
       }
       return;
     }
     const std::size_t Pp = gemm_pad<T>(P);
     T* cols = padded_cols(s.cols, R, P);
+    T* xp = stride == 1 ? zero_padded(s.padded) : nullptr;
     g.b = cols, g.ldb = Pp;
     g.ldc = P, g.n = P;
     for (std::size_t n = 0; n < batch; ++n) {
-      im2col(x + n * in.size(), cols, Pp);
+      columns(x + n * in.size(), cols, Pp, xp);
       g.c = y + n * out.size();
       gemm(g);
     }
@@ -355,6 +352,8 @@ struct conv2d {
     T* db = dp + out_c * R;
     std::fill(db, db + out_c, T(0));
     for (std::size_t q = 0; q < P; ++q) std::fill(dyt + q * Op + out_c, dyt + (q + 1) * Op, T(0));
+    T* xp = stride == 1 ? zero_padded(s.padded) : nullptr;
+    if (full) prepare_full_conv_dx(s);
     gemm_args<T> gw;  // dW^T (+)= cols dY^T
     gw.a = cols, gw.a_row = Pp, gw.a_col = 1;
     gw.b = dyt, gw.ldb = Op, gw.b_padded = true;
@@ -367,14 +366,8 @@ struct conv2d {
     gx.m = R, gx.n = P, gx.k = out_c;
     for (std::size_t n = 0; n < batch; ++n) {
       const T* dyn = dy + n * out.size();
-      im2col(x + n * in.size(), cols, Pp);
-      for (std::size_t q0 = 0; q0 < P; q0 += 32) {  // 32 rows of dY^T at a time: they stay in L1
-        const std::size_t q1 = std::min(P, q0 + 32);
-        for (std::size_t o = 0; o < out_c; ++o) {
-          const T* r = dyn + o * P;
-          for (std::size_t q = q0; q < q1; ++q) dyt[q * Op + o] = r[q];
-        }
-      }
+      columns(x + n * in.size(), cols, Pp, xp);
+      transpose(dyn, P, out_c, P, dyt, Op);
       // db[o] += dY[o][q] in q order, as one chain per o, but the out_c chains side by side
       // (a row of dY^T at a time): the same sums, without waiting on one add after another
       for (std::size_t q = 0; q < P; ++q) {
@@ -393,8 +386,7 @@ struct conv2d {
         col2im(dcols, dxn, Pp);
       }
     }
-    for (std::size_t o = 0; o < out_c; ++o)
-      for (std::size_t r = 0; r < R; ++r) dp[o * R + r] = dwt[r * Op + o];
+    transpose(dwt, Op, R, out_c, dp, R);
   }
 
  private:
@@ -409,33 +401,73 @@ struct conv2d {
     return wf;
   }
 
+  /// full_conv_dx's buffers for a batch: dYp zeroed (each sample writes only its interior), and
+  /// the row pointers of its windows.
+  template <class T>
+  void prepare_full_conv_dx(layer_scratch<T>& s) const {
+    using namespace detail;
+    const std::size_t q = k - 1 - pad, Hq = out.h + 2 * q, Wq = out.w + 2 * q, plane = Hq * Wq;
+    T* dyp = grow(s.dcols, out_c * plane + Wq + 64);  // slack: the last windows read past the plane
+    std::fill(dyp, dyp + out_c * plane + Wq + 64, T(0));
+    std::vector<const T*>& rows = s.rows;
+    rows.resize(out_c * k * k);
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j) rows[(o * k + i) * k + j] = dyp + o * plane + i * Wq + j;
+  }
+
   /// Stride 1: dx[c][h][w] = sum over o, i, j of Wf[c][o, i, j] dYp[o][h + i][w + j], dYp being
   /// dY zero-padded by k - 1 - pad: one product over rows of the padded width, as forward().
+  /// The buffers are prepare_full_conv_dx's.
   template <class T>
   void full_conv_dx(const T* wf, const T* dyn, T* dxn, layer_scratch<T>& s) const {
     using namespace detail;
     const std::size_t q = k - 1 - pad, Hq = out.h + 2 * q, Wq = out.w + 2 * q, plane = Hq * Wq;
     const std::size_t K = out_c * k * k, N = in.h * Wq;
-    T* dyp = grow(s.dcols, out_c * plane + Wq + 64);  // slack: the last windows read past the plane
+    T* dyp = s.dcols.data();
     T* wide = grow(s.wide, in.c * N);
-    std::fill(dyp, dyp + out_c * plane + Wq + 64, T(0));
     for (std::size_t o = 0; o < out_c; ++o)
-      for (std::size_t h = 0; h < out.h; ++h)
-        std::copy(dyn + (o * out.h + h) * out.w, dyn + (o * out.h + h + 1) * out.w, dyp + o * plane + (h + q) * Wq + q);
-    std::vector<const T*>& rows = s.rows;
-    rows.resize(K);
-    for (std::size_t o = 0; o < out_c; ++o)
-      for (std::size_t i = 0; i < k; ++i)
-        for (std::size_t j = 0; j < k; ++j) rows[(o * k + i) * k + j] = dyp + o * plane + i * Wq + j;
+      copy_rows(dyn + o * out.h * out.w, out.w, dyp + o * plane + q * Wq + q, Wq, out.h, out.w);
+    const std::vector<const T*>& rows = s.rows;
     gemm_args<T> g;
     g.a = wf, g.a_row = K, g.a_col = 1;
     g.b_rows = rows.data(), g.b_padded = true;
     g.c = wide, g.ldc = N;
     g.m = in.c, g.n = N, g.k = K;
     gemm(g);
+    for (std::size_t c = 0; c < in.c; ++c) copy_rows(wide + c * N, Wq, dxn + c * in.h * in.w, in.w, in.h, in.w);
+  }
+
+  /// Stride 1: the zero-padded input planes ((h + 2 pad) x (w + 2 pad) each, then the slack the
+  /// last windows read past them), zeroed: pad_input() writes only their interior.
+  template <class T>
+  T* zero_padded(std::vector<T>& buf) const {
+    const std::size_t Wp = in.w + 2 * pad, n = in.c * (in.h + 2 * pad) * Wp + Wp + 64;
+    T* xp = detail::grow(buf, n);
+    std::fill(xp, xp + n, T(0));
+    return xp;
+  }
+
+  /// Stride 1: one sample's input into the interior of zero_padded()'s planes.
+  template <class T>
+  void pad_input(const T* xn, T* xp) const {
+    const std::size_t Wp = in.w + 2 * pad, plane = (in.h + 2 * pad) * Wp;
     for (std::size_t c = 0; c < in.c; ++c)
-      for (std::size_t h = 0; h < in.h; ++h)
-        std::copy(wide + c * N + h * Wq, wide + c * N + h * Wq + in.w, dxn + (c * in.h + h) * in.w);
+      detail::copy_rows(xn + c * in.h * in.w, in.w, xp + c * plane + pad * Wp + pad, Wp, in.h, in.w);
+  }
+
+  /// im2col(xn, cols, ld); at stride 1 (xp: zero_padded()'s planes) row (c, i, j) of the columns
+  /// is copied from the window at (i, j) of the padded plane c: the same values, without the
+  /// bounds of each row.
+  template <class T>
+  void columns(const T* xn, T* cols, std::size_t ld, T* xp) const {
+    if (!xp) return im2col(xn, cols, ld);
+    pad_input(xn, xp);
+    const std::size_t Wp = in.w + 2 * pad, plane = (in.h + 2 * pad) * Wp;
+    for (std::size_t c = 0; c < in.c; ++c)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j)
+          detail::copy_rows(xp + c * plane + i * Wp + j, Wp, cols + ((c * k + i) * k + j) * ld, out.w, out.h, out.w);
   }
 
   /// The im2col buffer: R rows of P values, rows padded to whole vectors (the padding is read
