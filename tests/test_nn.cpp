@@ -701,14 +701,19 @@ void check_fused_norm_relu_pool(nn::shape3 in, std::size_t groups, std::size_t b
   std::vector<T> buf(n);  // the norm's output gradient here, the fused pass's dx below
   std::copy(d2.begin(), d2.end(), buf.begin());
   gn.backward(p.data(), x.data(), y1.data(), buf.data(), dx.data(), dp.data(), batch, s);
-  std::vector<T> yf(np), dpf(dp.size());
-  std::vector<double> stats(2 * batch * groups);
-  gn.forward_relu_max_pool2(p.data(), x.data(), yf.data(), batch, stats.data());
-  gn.backward_relu_max_pool2(p.data(), x.data(), stats.data(), dy.data(), buf.data(), dpf.data(), batch, s);
-  INFO(in.str() << ", groups " << groups << ", batch " << batch);
-  CHECK(yf == y3);
-  CHECK(buf == dx);
-  CHECK(dpf == dp);
+  // at every level: the windows' AVX-512 kernels give the scalar loops' bits
+  for (const auto level : {nn::detail::simd_level::baseline, nn::detail::simd_level::avx2,
+                           nn::detail::simd_level::avx512}) {
+    std::vector<T> yf(np), dpf(dp.size());
+    std::vector<double> stats(2 * batch * groups);
+    std::fill(buf.begin(), buf.end(), T(7));  // every element of dx is written
+    gn.forward_relu_max_pool2(p.data(), x.data(), yf.data(), batch, stats.data(), level);
+    gn.backward_relu_max_pool2(p.data(), x.data(), stats.data(), dy.data(), buf.data(), dpf.data(), batch, s, level);
+    INFO(in.str() << ", groups " << groups << ", batch " << batch << ", " << nn::detail::simd_name(level));
+    CHECK(yf == y3);
+    CHECK(buf == dx);
+    CHECK(dpf == dp);
+  }
   std::size_t zeros = 0;  // the case is not trivial: ReLU cuts some of the gradient
   for (const T v : d2) zeros += v == T(0);
   CHECK(zeros > n * 3 / 4);
@@ -754,6 +759,7 @@ TEST_CASE("group_norm: the fused norm-relu-max-pool training pass gives the unfu
     check_fused_norm_relu_pool<float>({32, 14, 14}, 4, 2, 200 + seed);
     check_fused_norm_relu_pool<float>({6, 7, 9}, 3, 3, 300 + seed);  // odd: the last row and column in no window
     check_fused_norm_relu_pool<float>({4, 5, 6}, 1, 1, 400 + seed);
+    check_fused_norm_relu_pool<float>({2, 6, 70}, 2, 2, 600 + seed);  // 35 windows a row: two vectors and a tail
     check_fused_norm_relu_pool<double>({8, 6, 10}, 2, 2, 500 + seed);
   }
 }

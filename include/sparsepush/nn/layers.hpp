@@ -730,6 +730,116 @@ inline void check_groups(const std::string& layer, shape3 in, std::size_t groups
 
 }  // namespace detail
 
+namespace detail {
+
+/// Whether a float kernel runs its AVX-512 version at this level (lowered to what the CPU runs).
+template <class T>
+bool runs_avx512(simd_level level) noexcept {
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  return std::is_same_v<T, float> && level >= simd_level::avx512 && simd_supported() == simd_level::avx512;
+#else
+  (void)level;
+  return false;
+#endif
+}
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+/// The 2x2 windows of group_norm's fused ReLU-max-pool on AVX-512, 16 windows at a time: the
+/// scalar loops' expressions lane by lane (a multiply, then an add, each rounded: the
+/// multiply-add is never fused; the same comparisons and selects), so the same bits. One row
+/// pair: lanes [0, cnt) of the windows from q0; the 2 cnt inputs of each row in two vectors.
+struct relu_pool2_avx512 {
+  __m512 x00, x01, x10, x11;  ///< the ReLU outputs: row 0 (two vectors), row 1
+  __mmask16 lo, hi;           ///< the real lanes of the first and the second vector of a row
+
+  [[gnu::target("avx512f")]] static __m512 relu_affine(__m512 x, __m512 a, __m512 b) noexcept {
+    // v > 0 ? v : 0 (NaN and -0 to +0), as relu_of; mul and add with embedded rounding: the
+    // compiler cannot contract them into an FMA
+    const __m512 v = _mm512_add_round_ps(_mm512_mul_round_ps(x, a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), b,
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+  }
+  [[gnu::target("avx512f")]] void load(const float* r0, const float* r1, std::size_t cnt, __m512 a, __m512 b) noexcept {
+    const std::size_t n2 = 2 * cnt;
+    lo = n2 >= 16 ? __mmask16(0xffff) : __mmask16((1u << n2) - 1);
+    hi = n2 >= 32 ? __mmask16(0xffff) : n2 > 16 ? __mmask16((1u << (n2 - 16)) - 1) : __mmask16(0);
+    x00 = relu_affine(_mm512_maskz_loadu_ps(lo, r0), a, b);
+    x01 = relu_affine(_mm512_maskz_loadu_ps(hi, r0 + 16), a, b);
+    x10 = relu_affine(_mm512_maskz_loadu_ps(lo, r1), a, b);
+    x11 = relu_affine(_mm512_maskz_loadu_ps(hi, r1 + 16), a, b);
+  }
+  [[gnu::target("avx512f")]] static __m512 even(__m512 u, __m512 v) noexcept {
+    return _mm512_permutex2var_ps(u, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), v);
+  }
+  [[gnu::target("avx512f")]] static __m512 odd(__m512 u, __m512 v) noexcept {
+    return _mm512_permutex2var_ps(u, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), v);
+  }
+  /// relu::backward's select, v > 0 ? g : 0, stored at the real lanes m.
+  [[gnu::target("avx512f")]] static void put(float* d, __mmask16 m, __m512 v, __m512 g) noexcept {
+    _mm512_mask_storeu_ps(d, m, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), g));
+  }
+  [[gnu::target("avx512f")]] static __m512 interleave_lo(__m512 e, __m512 o) noexcept {
+    return _mm512_permutex2var_ps(e, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), o);
+  }
+  [[gnu::target("avx512f")]] static __m512 interleave_hi(__m512 e, __m512 o) noexcept {
+    return _mm512_permutex2var_ps(e, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), o);
+  }
+};
+
+/// forward_relu_max_pool2's windows of one channel (xc: h x w, yc: h/2 x w/2).
+[[gnu::target("avx512f")]] inline void relu_max_pool2_forward_avx512(const float* xc, std::size_t w, std::size_t oh,
+                                                                      std::size_t ow, float a, float b, float* yc) {
+  const __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b);
+  relu_pool2_avx512 t;
+  for (std::size_t r = 0; r < oh; ++r)
+    for (std::size_t q0 = 0; q0 < ow; q0 += 16) {
+      const std::size_t cnt = ow - q0 < 16 ? ow - q0 : 16;
+      t.load(xc + 2 * r * w + 2 * q0, xc + (2 * r + 1) * w + 2 * q0, cnt, av, bv);
+      const __m512 v0 = relu_pool2_avx512::even(t.x00, t.x01), v1 = relu_pool2_avx512::odd(t.x00, t.x01);
+      const __m512 v2 = relu_pool2_avx512::even(t.x10, t.x11), v3 = relu_pool2_avx512::odd(t.x10, t.x11);
+      const __m512 ab = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v1, v0, _CMP_GT_OQ), v0, v1);  // v1 > v0 ? v1 : v0
+      const __m512 cd = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v3, v2, _CMP_GT_OQ), v2, v3);
+      const __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(cd, ab, _CMP_GT_OQ), ab, cd);
+      _mm512_mask_storeu_ps(yc + r * ow + q0, __mmask16((1u << cnt) - 1), y);
+    }
+}
+
+/// backward_relu_max_pool2's output gradient of one channel (dc: h x w, written at the 2 oh rows
+/// and 2 ow columns the windows cover) from the pooled gradient gc.
+[[gnu::target("avx512f")]] inline void relu_max_pool2_backward_avx512(const float* xc, std::size_t w, std::size_t oh,
+                                                                       std::size_t ow, float a, float b,
+                                                                       const float* gc, float* dc) {
+  const __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b), one = _mm512_set1_ps(1.f);
+  relu_pool2_avx512 t;
+  for (std::size_t r = 0; r < oh; ++r)
+    for (std::size_t q0 = 0; q0 < ow; q0 += 16) {
+      const std::size_t cnt = ow - q0 < 16 ? ow - q0 : 16;
+      t.load(xc + 2 * r * w + 2 * q0, xc + (2 * r + 1) * w + 2 * q0, cnt, av, bv);
+      const __m512 e0 = relu_pool2_avx512::even(t.x00, t.x01), e1 = relu_pool2_avx512::odd(t.x00, t.x01);
+      const __m512 e2 = relu_pool2_avx512::even(t.x10, t.x11), e3 = relu_pool2_avx512::odd(t.x10, t.x11);
+      // max_pool2d::backward's 0/1 weights: b_ab = T(e1 > e0), ab = std::max(e0, e1), ...
+      const __mmask16 m_ab = _mm512_cmp_ps_mask(e1, e0, _CMP_GT_OQ), m_cd = _mm512_cmp_ps_mask(e3, e2, _CMP_GT_OQ);
+      const __m512 b_ab = _mm512_maskz_mov_ps(m_ab, one), d_cd = _mm512_maskz_mov_ps(m_cd, one);
+      const __m512 ab = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e0, e1, _CMP_LT_OQ), e0, e1);
+      const __m512 cd = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e2, e3, _CMP_LT_OQ), e2, e3);
+      const __m512 lower = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(cd, ab, _CMP_GT_OQ), one);
+      const __m512 gv = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1), gc + r * ow + q0);
+      const __m512 gu = _mm512_mul_ps(gv, _mm512_sub_ps(one, lower)), gl = _mm512_mul_ps(gv, lower);
+      const __m512 g0 = _mm512_mul_ps(gu, _mm512_sub_ps(one, b_ab)), g1 = _mm512_mul_ps(gu, b_ab);
+      const __m512 g2 = _mm512_mul_ps(gl, _mm512_sub_ps(one, d_cd)), g3 = _mm512_mul_ps(gl, d_cd);
+      // relu::backward's select: v > 0 ? g : 0
+      float* d0 = dc + 2 * r * w + 2 * q0;
+      float* d1 = d0 + w;
+      relu_pool2_avx512::put(d0, t.lo, t.x00, relu_pool2_avx512::interleave_lo(g0, g1));
+      relu_pool2_avx512::put(d0 + 16, t.hi, t.x01, relu_pool2_avx512::interleave_hi(g0, g1));
+      relu_pool2_avx512::put(d1, t.lo, t.x10, relu_pool2_avx512::interleave_lo(g2, g3));
+      relu_pool2_avx512::put(d1 + 16, t.hi, t.x11, relu_pool2_avx512::interleave_hi(g2, g3));
+    }
+}
+#endif
+
+}  // namespace detail
+
 /// Group normalization (Wu and He 2018): per sample and group of c/groups channels,
 /// y = gamma_c (x - mean) / sqrt(var + eps) + beta_c. Parameters: gamma[c], then beta[c].
 struct group_norm {
@@ -775,10 +885,13 @@ struct group_norm {
   /// same comparisons), without writing the two full-size activations between them. Training
   /// passes stats (2 doubles per sample and group): each group's mean and 1 / sqrt(var + eps),
   /// which backward_relu_max_pool2 reads instead of computing them again.
+  /// The windows run on AVX-512 where `level` and the CPU allow (the same bits).
   template <std::floating_point T>
-  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch, double* stats = nullptr) const {
+  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch, double* stats = nullptr,
+                              detail::simd_level level = detail::simd_supported()) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const std::size_t oh = in.h / 2, ow = in.w / 2;
+    const bool avx512 = detail::runs_avx512<T>(level);
     for (std::size_t m = 0; m < batch * groups; ++m) {
       const auto [mean, var] = detail::mean_var(x + m * n, n);
       const double rstd = 1.0 / std::sqrt(var + eps);
@@ -787,6 +900,13 @@ struct group_norm {
         const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
         const T* xc = x + m * n + cc * hw;
         T* yc = y + (m * cpg + cc) * oh * ow;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+        if constexpr (std::is_same_v<T, float>)
+          if (avx512) {
+            detail::relu_max_pool2_forward_avx512(xc, in.w, oh, ow, a, b, yc);
+            continue;
+          }
+#endif
         for (std::size_t r = 0; r < oh; ++r) {
           const T* r0 = xc + 2 * r * in.w;
           const T* r1 = r0 + in.w;
@@ -821,11 +941,14 @@ struct group_norm {
   /// group's backward() runs on it: the bits of backward(relu.backward(max_pool2d.backward(dy))).
   /// The buffer lines up with dx modulo 64 bytes, where the unfused pass would have kept that
   /// gradient, so Eigen's sums, which start at the first aligned element, add in the same order.
+  /// The windows run on AVX-512 where `level` and the CPU allow (the same bits).
   template <std::floating_point T>
   void backward_relu_max_pool2(const T* p, const T* x, const double* stats, const T* dy, T* dx, T* dp,
-                               std::size_t batch, layer_scratch<T>& s) const {
+                               std::size_t batch, layer_scratch<T>& s,
+                               detail::simd_level level = detail::simd_supported()) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const std::size_t oh = in.h / 2, ow = in.w / 2;
+    const bool avx512 = detail::runs_avx512<T>(level);
     constexpr std::size_t line = 64 / sizeof(T);
     double* acc = detail::grow(s.acc, 2 * in.c);  // dgamma, dbeta
     std::fill(acc, acc + 2 * in.c, 0.0);
@@ -843,6 +966,13 @@ struct group_norm {
         const T* xc = x + m * n + cc * hw;
         const T* gc = dy + (m * cpg + cc) * oh * ow;
         T* dc = dg + cc * hw;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+        if constexpr (std::is_same_v<T, float>)
+          if (avx512) {
+            detail::relu_max_pool2_backward_avx512(xc, in.w, oh, ow, a, b, gc, dc);
+            continue;
+          }
+#endif
         for (std::size_t r = 0; r < oh; ++r) {
           // three branch-free loops the compiler vectorizes: the ReLU outputs of the window's two
           // rows; max_pool2d::backward's 0/1 weights; relu::backward's select
