@@ -7,6 +7,7 @@
 // multiply-add is explicit (_mm512_fmadd_ps, _mm256_fmadd_ps, std::fma on the baseline), not left
 // to the compiler's contraction, so results depend neither on the batch size or the thread count
 // nor on -std=c++20 vs gnu++20, and every level, the baseline included, gives the same bits.
+// Beside it, the moves that pack its operands (transpose, copy_rows), vectorized the same way.
 #pragma once
 
 #include <cmath>
