@@ -17,6 +17,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -743,6 +744,162 @@ bool runs_avx512(simd_level level) noexcept {
 #endif
 }
 
+/// Whether group_norm's fused passes take their float sums in Eigen's order on AVX (below): where
+/// Eigen itself adds floats in SSE packets of 4 (its build without -mavx) and the CPU has AVX2.
+template <class T>
+bool runs_sse_order_sums(simd_level level) noexcept {
+#if defined(SPARSEPUSH_NN_X86_DISPATCH) && defined(EIGEN_VECTORIZE_SSE2) && !defined(EIGEN_VECTORIZE_AVX)
+  return std::is_same_v<T, float> && Eigen::internal::packet_traits<float>::size == 4 &&
+         level >= simd_level::avx2 && simd_supported() >= simd_level::avx2;
+#else
+  (void)level;
+  return false;
+#endif
+}
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+/// Where Eigen 3.4's sum of a Map of n floats starts its SSE packets: the first 16-byte aligned
+/// element (n if none is). An expression without direct access (a product, a square) starts at 0.
+inline std::size_t sse_aligned_start(const float* p, std::size_t n) noexcept {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (a % sizeof(float)) return n;
+  const std::size_t first = (4 - (a / sizeof(float)) % 4) % 4;
+  return first < n ? first : n;
+}
+
+/// K float sums of n terms each, every one in the order Eigen 3.4's sum() adds on SSE
+/// (redux_impl, LinearVectorizedTraversal): from its start s, packets of 4 into two accumulators
+/// (lanes 0-3 and 4-7 here: 8 terms a step), the two added, then the last whole packet, then the
+/// horizontal sum (l0 + l2) + (l1 + l3), then the terms before s, then those after the packets;
+/// fewer than 4 terms from s: a plain chain from term 0. The K chains run side by side (Eigen runs
+/// them one after another, each waiting on its adds). F gives term i of sum j: at1(j, i), and 4
+/// and 8 of them from i: at4(j, i), at8(j, i), with the same roundings as Eigen's expression.
+/// Compiled for AVX2 without FMA: nothing can be contracted.
+template <int K, class F>
+[[gnu::target("avx2"), gnu::always_inline]] inline void sse_order_sums(const F& f, const std::size_t* start,
+                                                                       std::size_t n, float* out) {
+  std::size_t blocks[K], end2[K], end[K];
+  __m256 acc[K];
+  std::size_t most = 0;
+#pragma GCC unroll 8
+  for (int j = 0; j < K; ++j) {
+    const std::size_t s = start[j], aligned = (n - s) / 4 * 4, aligned2 = (n - s) / 8 * 8;
+    blocks[j] = aligned > 4 ? aligned2 / 8 : 0;
+    end2[j] = s + aligned2, end[j] = s + aligned;
+    acc[j] = blocks[j] ? f.at8(j, s) : _mm256_setzero_ps();
+    most = blocks[j] > most ? blocks[j] : most;
+  }
+  for (std::size_t t = 1; t < most; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < K; ++j)
+      if (t < blocks[j]) acc[j] = _mm256_add_ps(acc[j], f.at8(j, start[j] + 8 * t));
+#pragma GCC unroll 8
+  for (int j = 0; j < K; ++j) {
+    const std::size_t s = start[j];
+    float res;
+    if (end[j] == s) {  // too short to vectorize
+      res = f.at1(j, 0);
+      for (std::size_t i = 1; i < n; ++i) res += f.at1(j, i);
+      out[j] = res;
+      continue;
+    }
+    __m128 p0;
+    if (blocks[j]) {
+      p0 = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
+      if (end[j] > end2[j]) p0 = _mm_add_ps(p0, f.at4(j, end2[j]));
+    } else {
+      p0 = f.at4(j, s);
+    }
+    const __m128 h = _mm_add_ps(p0, _mm_movehl_ps(p0, p0));
+    res = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+    for (std::size_t i = 0; i < s; ++i) res += f.at1(j, i);
+    for (std::size_t i = end[j]; i < n; ++i) res += f.at1(j, i);
+    out[j] = res;
+  }
+}
+
+/// Terms of mean_var's sums for groups side by side: x, or (x - mean)^2 when Square.
+template <bool Square>
+struct group_terms {
+  const float* x[4];
+  float mean[4];
+  [[gnu::target("avx2"), gnu::always_inline]] inline float at1(int j, std::size_t i) const noexcept {
+    const float v = x[j][i];
+    return Square ? (v - mean[j]) * (v - mean[j]) : v;
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m128 at4(int j, std::size_t i) const noexcept {
+    const __m128 v = _mm_loadu_ps(x[j] + i);
+    if constexpr (!Square) {
+      return v;
+    } else {
+      const __m128 d = _mm_sub_ps(v, _mm_set1_ps(mean[j]));
+      return _mm_mul_ps(d, d);
+    }
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m256 at8(int j, std::size_t i) const noexcept {
+    const __m256 v = _mm256_loadu_ps(x[j] + i);
+    if constexpr (!Square) {
+      return v;
+    } else {
+      const __m256 d = _mm256_sub_ps(v, _mm256_set1_ps(mean[j]));
+      return _mm256_mul_ps(d, d);
+    }
+  }
+};
+
+/// mean_var of K <= 4 groups of n floats (x[j], contiguous), the bits of mean_var's two Eigen sums.
+template <int K>
+[[gnu::target("avx2")]] inline void mean_var_sse_order(const float* const* x, std::size_t n, double* mean,
+                                                       double* var) {
+  group_terms<false> f{};
+  group_terms<true> g{};
+  std::size_t start[K];
+  float sum[K];
+  for (int j = 0; j < K; ++j) f.x[j] = g.x[j] = x[j], start[j] = sse_aligned_start(x[j], n);
+  sse_order_sums<K>(f, start, n, sum);
+  for (int j = 0; j < K; ++j) {
+    mean[j] = double(sum[j]) / double(n);
+    g.mean[j] = float(mean[j]), start[j] = 0;
+  }
+  sse_order_sums<K>(g, start, n, sum);
+  for (int j = 0; j < K; ++j) var[j] = double(sum[j]) / double(n);
+}
+
+/// Terms of backward_group's two sums for channels side by side: sum 2c is dY of channel c, sum
+/// 2c + 1 is dY (X - mean).
+struct channel_terms {
+  const float* dy[2];
+  const float* x[2];
+  float mean;
+  [[gnu::target("avx2"), gnu::always_inline]] inline float at1(int j, std::size_t i) const noexcept {
+    return j % 2 ? dy[j / 2][i] * (x[j / 2][i] - mean) : dy[j / 2][i];
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m128 at4(int j, std::size_t i) const noexcept {
+    const __m128 d = _mm_loadu_ps(dy[j / 2] + i);
+    return j % 2 ? _mm_mul_ps(d, _mm_sub_ps(_mm_loadu_ps(x[j / 2] + i), _mm_set1_ps(mean))) : d;
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m256 at8(int j, std::size_t i) const noexcept {
+    const __m256 d = _mm256_loadu_ps(dy[j / 2] + i);
+    return j % 2 ? _mm256_mul_ps(d, _mm256_sub_ps(_mm256_loadu_ps(x[j / 2] + i), _mm256_set1_ps(mean))) : d;
+  }
+};
+
+/// backward_group's sums of C <= 2 channels of hw floats: out[2c] = dY.sum(), out[2c + 1] =
+/// (dY (X - mean)).sum(), the bits of its Eigen expressions.
+template <int C>
+[[gnu::target("avx2")]] inline void channel_sums_sse_order(const float* const* dy, const float* const* x, float mean,
+                                                           std::size_t hw, float* out) {
+  channel_terms f{};
+  std::size_t start[2 * C];
+  f.mean = mean;
+  for (int c = 0; c < C; ++c) {
+    f.dy[c] = dy[c], f.x[c] = x[c];
+    start[2 * c] = sse_aligned_start(dy[c], hw), start[2 * c + 1] = 0;
+  }
+  sse_order_sums<2 * C>(f, start, hw, out);
+}
+#endif
+
 #ifdef SPARSEPUSH_NN_X86_DISPATCH
 /// The 2x2 windows of group_norm's fused ReLU-max-pool on AVX-512, 16 windows at a time: the
 /// scalar loops' expressions lane by lane (a multiply, then an add, each rounded: the
@@ -892,8 +1049,29 @@ struct group_norm {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const std::size_t oh = in.h / 2, ow = in.w / 2;
     const bool avx512 = detail::runs_avx512<T>(level);
+    const bool sse_sums = detail::runs_sse_order_sums<T>(level);  // Eigen's sums, their chains side by side
+    double means[4], vars[4];  // sse_sums: four groups' mean_var at a time
     for (std::size_t m = 0; m < batch * groups; ++m) {
-      const auto [mean, var] = detail::mean_var(x + m * n, n);
+      double mean = 0, var = 0;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+      if constexpr (std::is_same_v<T, float>)
+        if (sse_sums) {
+          const std::size_t j = m % 4;
+          if (j == 0) {
+            const std::size_t k = std::min<std::size_t>(4, batch * groups - m);
+            const float* xs[4];
+            for (std::size_t i = 0; i < 4; ++i) xs[i] = x + (m + (i < k ? i : 0)) * n;
+            switch (k) {
+              case 4: detail::mean_var_sse_order<4>(xs, n, means, vars); break;
+              case 3: detail::mean_var_sse_order<3>(xs, n, means, vars); break;
+              case 2: detail::mean_var_sse_order<2>(xs, n, means, vars); break;
+              default: detail::mean_var_sse_order<1>(xs, n, means, vars); break;
+            }
+          }
+          mean = means[j], var = vars[j];
+        }
+#endif
+      if (!sse_sums) std::tie(mean, var) = detail::mean_var(x + m * n, n);
       const double rstd = 1.0 / std::sqrt(var + eps);
       if (stats) stats[2 * m] = mean, stats[2 * m + 1] = rstd;
       for (std::size_t cc = 0; cc < cpg; ++cc) {
@@ -949,6 +1127,7 @@ struct group_norm {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const std::size_t oh = in.h / 2, ow = in.w / 2;
     const bool avx512 = detail::runs_avx512<T>(level);
+    const bool sse_sums = detail::runs_sse_order_sums<T>(level);  // Eigen's sums, their chains side by side
     constexpr std::size_t line = 64 / sizeof(T);
     double* acc = detail::grow(s.acc, 2 * in.c);  // dgamma, dbeta
     std::fill(acc, acc + 2 * in.c, 0.0);
@@ -1001,7 +1180,7 @@ struct group_norm {
           }
         }
       }
-      backward_group(p, x, dg, dx, m, mean, rstd, acc);
+      backward_group(p, x, dg, dx, m, mean, rstd, acc, sse_sums);
     }
     for (std::size_t i = 0; i < 2 * in.c; ++i) dp[i] = T(acc[i]);
   }
@@ -1011,15 +1190,32 @@ struct group_norm {
   /// the group's n outputs (contiguous), and its mean and rstd.
   template <std::floating_point T>
   void backward_group(const T* p, const T* x, const T* dyg, T* dx, std::size_t m, double mean, double rstd,
-                      double* acc) const {
+                      double* acc, bool sse_order = false) const {
     using namespace detail;
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     double sum_g = 0, sum_gx = 0;  // g = dy gamma: sums of g and of g xhat over the group
+    float pair[4];                 // sse_order: two channels' sums of dY and of dY (X - mean)
     for (std::size_t cc = 0; cc < cpg; ++cc) {
       const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
       const carr<T> X(x + off, ix(hw)), dY(dyg + cc * hw, ix(hw));
-      const double sdy = double(dY.sum());
-      const double sdyx = double((dY * (X - T(mean))).sum()) * rstd;
+      double sdy = 0, sdyx = 0;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+      if constexpr (std::is_same_v<T, float>)
+        if (sse_order) {
+          if (cc % 2 == 0) {
+            const float* d2[2] = {dyg + cc * hw, dyg + (cc + 1) * hw};
+            const float* x2[2] = {x + off, x + off + hw};
+            if (cc + 1 < cpg) channel_sums_sse_order<2>(d2, x2, float(mean), hw, pair);
+            else channel_sums_sse_order<1>(d2, x2, float(mean), hw, pair);
+          }
+          sdy = double(pair[2 * (cc % 2)]);
+          sdyx = double(pair[2 * (cc % 2) + 1]) * rstd;
+        }
+#endif
+      if (!sse_order) {
+        sdy = double(dY.sum());
+        sdyx = double((dY * (X - T(mean))).sum()) * rstd;
+      }
       acc[c] += sdyx;
       acc[in.c + c] += sdy;
       sum_g += double(p[c]) * sdy;
