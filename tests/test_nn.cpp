@@ -189,6 +189,45 @@ TEST_CASE("gemm: every tile shape, init and instruction set matches a naive prod
   }
 }
 
+TEST_CASE("transpose: every shape and instruction set moves each element to its mirror place", "[nn]") {
+  using namespace nn::detail;
+  std::mt19937_64 gen(23);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t rows = 1 + gen() % 50, cols = 1 + gen() % 70;
+    const std::size_t lds = cols + gen() % 4, ldd = rows + gen() % 4;
+    const auto src = cast<float>(randn(rows * lds, 500 + trial));
+    for (const auto level : {simd_level::baseline, simd_level::avx2, simd_level::avx512}) {
+      std::vector<float> dst(cols * ldd, -7.f);
+      transpose(src.data(), lds, rows, cols, dst.data(), ldd, level);
+      bool ok = true;
+      for (std::size_t j = 0; j < cols; ++j)
+        for (std::size_t i = 0; i < ldd; ++i)  // past row `rows`: never written
+          ok = ok && dst[j * ldd + i] == (i < rows ? src[i * lds + j] : -7.f);
+      INFO(rows << " x " << cols << ", lds " << lds << ", ldd " << ldd << ", " << simd_name(level));
+      CHECK(ok);
+    }
+  }
+}
+
+TEST_CASE("copy_rows: every length and instruction set copies the rows and nothing else", "[nn]") {
+  using namespace nn::detail;
+  std::mt19937_64 gen(29);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t rows = 1 + gen() % 20, len = gen() % 70;
+    const std::size_t lds = len + gen() % 4, ldd = len + gen() % 4;
+    const auto src = cast<float>(randn(rows * lds, 600 + trial));
+    for (const auto level : {simd_level::baseline, simd_level::avx2, simd_level::avx512}) {
+      std::vector<float> dst(rows * ldd, -7.f);
+      copy_rows(src.data(), lds, dst.data(), ldd, rows, len, level);
+      bool ok = true;
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t t = 0; t < ldd; ++t) ok = ok && dst[r * ldd + t] == (t < len ? src[r * lds + t] : -7.f);
+      INFO(rows << " rows of " << len << ", lds " << lds << ", ldd " << ldd << ", " << simd_name(level));
+      CHECK(ok);
+    }
+  }
+}
+
 TEST_CASE("dense and conv2d: a sample's output does not depend on the batch around it", "[nn]") {
   const nn::dense d({3, 8, 8}, 10);
   const nn::conv2d c({3, 9, 9}, 5, 3, 1, 1);
@@ -234,6 +273,79 @@ TEST_CASE("conv2d: forward equals a direct convolution, gradients match finite d
   }
   CHECK(nn::conv2d({1, 28, 28}, 16, 3, 1, 1).out_shape() == nn::shape3{16, 28, 28});
   CHECK(nn::conv2d({1, 7, 7}, 4, 3, 2, 1).out_shape() == nn::shape3{4, 4, 4});
+}
+
+TEST_CASE("conv2d: forward and backward at stride 1 are the bits of naive multiply-add chains", "[nn]") {
+  // The products' contract, written out: y = bias, then fma over (c, i, j) with the padding's
+  // zeros; dW = 0, then fma over (sample, output position); db summed in that order; dx = 0, then
+  // fma over (o, i, j) of the flipped kernel and the zero-padded dY. Whatever packs the operands
+  // (im2col, padded copies, shifted windows, transposes) must land on exactly these bits.
+  struct cfg {
+    nn::shape3 in;
+    std::size_t out_c, k, pad, batch;
+  };
+  for (const auto& [in, out_c, k, pad, batch] :
+       {cfg{{1, 28, 28}, 16, 3, 1, 3}, cfg{{16, 14, 14}, 32, 3, 1, 2}, cfg{{3, 7, 9}, 4, 3, 1, 3},
+        cfg{{2, 6, 5}, 3, 3, 0, 2}, cfg{{5, 9, 8}, 2, 5, 2, 2}, cfg{{3, 10, 10}, 40, 3, 1, 2}}) {
+    const nn::conv2d cv(in, out_c, k, 1, pad);
+    const auto p = cast<float>(randn(cv.num_params(), 700 + out_c));
+    const auto x = cast<float>(randn(batch * in.size(), 800 + out_c));
+    const auto dy = cast<float>(randn(batch * cv.out.size(), 900 + out_c));
+    nn::layer_scratch<float> s;
+    std::vector<float> y(dy.size()), dx(x.size()), dp(p.size());
+    cv.forward(p.data(), x.data(), y.data(), batch, s);
+    cv.backward(p.data(), x.data(), y.data(), dy.data(), dx.data(), dp.data(), batch, s);
+    const std::size_t R = cv.fan_in(), oh = cv.out.h, ow = cv.out.w;
+    const auto X = [&](std::size_t n, std::size_t c, std::size_t hp, std::size_t wp) {  // padded coordinates
+      const bool inside = hp >= pad && wp >= pad && hp - pad < in.h && wp - pad < in.w;
+      return inside ? x[((n * in.c + c) * in.h + hp - pad) * in.w + wp - pad] : 0.f;
+    };
+    const std::size_t q = k - 1 - pad;  // dY's padding in the full convolution
+    const auto DY = [&](std::size_t n, std::size_t o, std::size_t hp, std::size_t wp) {
+      const bool inside = hp >= q && wp >= q && hp - q < oh && wp - q < ow;
+      return inside ? dy[((n * out_c + o) * oh + hp - q) * ow + wp - q] : 0.f;
+    };
+    std::vector<float> ry(y.size()), rdx(dx.size()), rdp(dp.size());
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t o = 0; o < out_c; ++o)
+        for (std::size_t h = 0; h < oh; ++h)
+          for (std::size_t w = 0; w < ow; ++w) {
+            float a = p[out_c * R + o];
+            for (std::size_t c = 0; c < in.c; ++c)
+              for (std::size_t i = 0; i < k; ++i)
+                for (std::size_t j = 0; j < k; ++j) a = std::fma(p[o * R + (c * k + i) * k + j], X(n, c, h + i, w + j), a);
+            ry[((n * out_c + o) * oh + h) * ow + w] = a;
+          }
+    for (std::size_t o = 0; o < out_c; ++o) {
+      float db = 0;
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t at = 0; at < oh * ow; ++at) db += dy[(n * out_c + o) * oh * ow + at];
+      rdp[out_c * R + o] = db;
+      for (std::size_t r = 0; r < R; ++r) {
+        const std::size_t c = r / (k * k), i = r / k % k, j = r % k;
+        float a = 0;
+        for (std::size_t n = 0; n < batch; ++n)
+          for (std::size_t h = 0; h < oh; ++h)
+            for (std::size_t w = 0; w < ow; ++w) a = std::fma(X(n, c, h + i, w + j), dy[((n * out_c + o) * oh + h) * ow + w], a);
+        rdp[o * R + r] = a;
+      }
+    }
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t c = 0; c < in.c; ++c)
+        for (std::size_t h = 0; h < in.h; ++h)
+          for (std::size_t w = 0; w < in.w; ++w) {
+            float a = 0;
+            for (std::size_t o = 0; o < out_c; ++o)
+              for (std::size_t i = 0; i < k; ++i)
+                for (std::size_t j = 0; j < k; ++j)
+                  a = std::fma(p[o * R + (c * k + k - 1 - i) * k + k - 1 - j], DY(n, o, h + i, w + j), a);
+            rdx[((n * in.c + c) * in.h + h) * in.w + w] = a;
+          }
+    INFO(in.str() << " -> " << out_c << ", k " << k << ", pad " << pad << ", batch " << batch);
+    CHECK(y == ry);
+    CHECK(dp == rdp);
+    CHECK(dx == rdx);
+  }
 }
 
 TEST_CASE("pooling: forward on a hand example, gradients match finite differences", "[nn]") {
@@ -589,14 +701,19 @@ void check_fused_norm_relu_pool(nn::shape3 in, std::size_t groups, std::size_t b
   std::vector<T> buf(n);  // the norm's output gradient here, the fused pass's dx below
   std::copy(d2.begin(), d2.end(), buf.begin());
   gn.backward(p.data(), x.data(), y1.data(), buf.data(), dx.data(), dp.data(), batch, s);
-  std::vector<T> yf(np), dpf(dp.size());
-  std::vector<double> stats(2 * batch * groups);
-  gn.forward_relu_max_pool2(p.data(), x.data(), yf.data(), batch, stats.data());
-  gn.backward_relu_max_pool2(p.data(), x.data(), stats.data(), dy.data(), buf.data(), dpf.data(), batch, s);
-  INFO(in.str() << ", groups " << groups << ", batch " << batch);
-  CHECK(yf == y3);
-  CHECK(buf == dx);
-  CHECK(dpf == dp);
+  // at every level: the windows' AVX-512 kernels give the scalar loops' bits
+  for (const auto level : {nn::detail::simd_level::baseline, nn::detail::simd_level::avx2,
+                           nn::detail::simd_level::avx512}) {
+    std::vector<T> yf(np), dpf(dp.size());
+    std::vector<double> stats(2 * batch * groups);
+    std::fill(buf.begin(), buf.end(), T(7));  // every element of dx is written
+    gn.forward_relu_max_pool2(p.data(), x.data(), yf.data(), batch, stats.data(), level);
+    gn.backward_relu_max_pool2(p.data(), x.data(), stats.data(), dy.data(), buf.data(), dpf.data(), batch, s, level);
+    INFO(in.str() << ", groups " << groups << ", batch " << batch << ", " << nn::detail::simd_name(level));
+    CHECK(yf == y3);
+    CHECK(buf == dx);
+    CHECK(dpf == dp);
+  }
   std::size_t zeros = 0;  // the case is not trivial: ReLU cuts some of the gradient
   for (const T v : d2) zeros += v == T(0);
   CHECK(zeros > n * 3 / 4);
@@ -642,6 +759,7 @@ TEST_CASE("group_norm: the fused norm-relu-max-pool training pass gives the unfu
     check_fused_norm_relu_pool<float>({32, 14, 14}, 4, 2, 200 + seed);
     check_fused_norm_relu_pool<float>({6, 7, 9}, 3, 3, 300 + seed);  // odd: the last row and column in no window
     check_fused_norm_relu_pool<float>({4, 5, 6}, 1, 1, 400 + seed);
+    check_fused_norm_relu_pool<float>({2, 6, 70}, 2, 2, 600 + seed);  // 35 windows a row: two vectors and a tail
     check_fused_norm_relu_pool<double>({8, 6, 10}, 2, 2, 500 + seed);
   }
 }

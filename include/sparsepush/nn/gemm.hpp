@@ -7,6 +7,7 @@
 // multiply-add is explicit (_mm512_fmadd_ps, _mm256_fmadd_ps, std::fma on the baseline), not left
 // to the compiler's contraction, so results depend neither on the batch size or the thread count
 // nor on -std=c++20 vs gnu++20, and every level, the baseline included, gives the same bits.
+// Beside it, the moves that pack its operands (transpose, copy_rows), vectorized the same way.
 #pragma once
 
 #include <cmath>
@@ -293,6 +294,112 @@ void gemm_baseline(const gemm_args<T>& g) {
 }
 
 #endif
+
+/// dst[j ldd + i] = src[i lds + j] for i < rows, j < cols (dst's other elements are left as
+/// they are): the operand packing of the products (dY^T of a convolution's weight gradient).
+/// Blocks of 32 x 32 on the baseline; 16 x 16 tiles transposed in registers on AVX-512. Moves
+/// only, so every level gives the same bits.
+template <class T>
+void transpose_baseline(const T* src, std::size_t lds, std::size_t rows, std::size_t cols, T* dst, std::size_t ldd) {
+  for (std::size_t j0 = 0; j0 < cols; j0 += 32) {  // 32 rows of dst at a time: they stay in L1
+    const std::size_t j1 = j0 + 32 < cols ? j0 + 32 : cols;
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = j0; j < j1; ++j) dst[j * ldd + i] = src[i * lds + j];
+  }
+}
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+/// One 16 x 16 tile: unpack pairs of rows, then pairs of pairs, then whole 128-bit lanes.
+[[gnu::target("avx512f")]] inline void transpose_tile16_avx512(const float* src, std::size_t lds, float* dst,
+                                                               std::size_t ldd) noexcept {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; ++i) {  // lane L of t[2i]: a[2i][4L], a[2i+1][4L], a[2i][4L+1], a[2i+1][4L+1]
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // lane L of r[4g + c]: column 4L + c of rows 4g .. 4g + 3
+    const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
+    r[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int c = 0; c < 4; ++c) {  // row 4L + c of dst: lane L of r[c], r[4 + c], r[8 + c], r[12 + c]
+    const __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
+    const __m512 v2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+    const __m512 v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
+    _mm512_storeu_ps(dst + (0 + c) * ldd, _mm512_shuffle_f32x4(v0, v2, 0x88));
+    _mm512_storeu_ps(dst + (4 + c) * ldd, _mm512_shuffle_f32x4(v0, v2, 0xdd));
+    _mm512_storeu_ps(dst + (8 + c) * ldd, _mm512_shuffle_f32x4(v1, v3, 0x88));
+    _mm512_storeu_ps(dst + (12 + c) * ldd, _mm512_shuffle_f32x4(v1, v3, 0xdd));
+  }
+}
+
+[[gnu::target("avx512f")]] inline void transpose_avx512(const float* src, std::size_t lds, std::size_t rows,
+                                                        std::size_t cols, float* dst, std::size_t ldd) {
+  const std::size_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;
+  for (std::size_t j = 0; j < c16; j += 16)
+    for (std::size_t i = 0; i < r16; i += 16) transpose_tile16_avx512(src + i * lds + j, lds, dst + j * ldd + i, ldd);
+  for (std::size_t i = r16; i < rows; ++i)  // the rows below the last whole tile
+    for (std::size_t j = 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
+  for (std::size_t i = 0; i < r16; ++i)  // and the columns right of it
+    for (std::size_t j = c16; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
+}
+#endif
+
+/// dst[r ldd + t] = src[r lds + t] for r < rows, t < len: the short rows a convolution moves
+/// between an image and its zero-padded copy, windows and columns. Moves only: the same bits at
+/// every level.
+template <class T>
+void copy_rows_baseline(const T* src, std::size_t lds, T* dst, std::size_t ldd, std::size_t rows, std::size_t len) {
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t t = 0; t < len; ++t) dst[r * ldd + t] = src[r * lds + t];
+}
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+[[gnu::target("avx512f")]] inline void copy_rows_avx512(const float* src, std::size_t lds, float* dst, std::size_t ldd,
+                                                        std::size_t rows, std::size_t len) {
+  const std::size_t whole = len / 16 * 16;
+  const __mmask16 tail = __mmask16((1u << (len - whole)) - 1);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* s = src + r * lds;
+    float* d = dst + r * ldd;
+    for (std::size_t t = 0; t < whole; t += 16) _mm512_storeu_ps(d + t, _mm512_loadu_ps(s + t));
+    if (tail) _mm512_mask_storeu_ps(d + whole, tail, _mm512_maskz_loadu_ps(tail, s + whole));
+  }
+}
+#endif
+
+/// copy_rows_baseline at the given level (lowered to what the CPU runs).
+template <class T>
+void copy_rows(const T* src, std::size_t lds, T* dst, std::size_t ldd, std::size_t rows, std::size_t len,
+               simd_level level = simd_supported()) {
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  if constexpr (std::is_same_v<T, float>) {
+    if (level > simd_supported()) level = simd_supported();
+    if (level == simd_level::avx512) return copy_rows_avx512(src, lds, dst, ldd, rows, len);
+  }
+#endif
+  (void)level;
+  copy_rows_baseline(src, lds, dst, ldd, rows, len);
+}
+
+/// transpose_baseline at the given level (lowered to what the CPU runs); double always takes the
+/// baseline.
+template <class T>
+void transpose(const T* src, std::size_t lds, std::size_t rows, std::size_t cols, T* dst, std::size_t ldd,
+               simd_level level = simd_supported()) {
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  if constexpr (std::is_same_v<T, float>) {
+    if (level > simd_supported()) level = simd_supported();
+    if (level == simd_level::avx512) return transpose_avx512(src, lds, rows, cols, dst, ldd);
+  }
+#endif
+  (void)level;
+  transpose_baseline(src, lds, rows, cols, dst, ldd);
+}
 
 /// C = init + A B at the given level (lowered to what the CPU runs); double always takes the
 /// baseline path (it serves gradient checks, not speed). Every level gives the same bits.

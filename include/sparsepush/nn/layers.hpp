@@ -17,6 +17,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,7 @@ struct layer_scratch {
   std::vector<T> packed, packed2;  ///< transposed or padded operands of the matrix products
   std::vector<const T*> rows;       ///< row pointers of an operand made of shifted windows
   std::vector<T> wide, flipped;     ///< conv2d: a product over padded rows; the flipped kernel
+  std::vector<T> padded;            ///< conv2d: the zero-padded input the columns are copied from
 };
 
 namespace detail {
@@ -315,24 +317,20 @@ struct conv2d {
       g.b_rows = rows.data();
       g.c = wide, g.ldc = N, g.n = N;
       for (std::size_t n = 0; n < batch; ++n) {
-        const T* xn = x + n * in.size();
-        for (std::size_t c = 0; c < in.c; ++c)
-          for (std::size_t h = 0; h < in.h; ++h)
-            std::copy(xn + (c * in.h + h) * in.w, xn + (c * in.h + h + 1) * in.w, xp + c * plane + (h + pad) * Wp + pad);
+        pad_input(x + n * in.size(), xp);
         gemm(g);
         T* yn = y + n * out.size();
-        for (std::size_t o = 0; o < out_c; ++o)
-          for (std::size_t h = 0; h < out.h; ++h)
-            std::copy(wide + o * N + h * Wp, wide + o * N + h * Wp + out.w, yn + (o * out.h + h) * out.w);
+        for (std::size_t o = 0; o < out_c; ++o) copy_rows(wide + o * N, Wp, yn + o * P, out.w, out.h, out.w);
       }
       return;
     }
     const std::size_t Pp = gemm_pad<T>(P);
     T* cols = padded_cols(s.cols, R, P);
+    T* xp = stride == 1 ? zero_padded(s.padded) : nullptr;
     g.b = cols, g.ldb = Pp;
     g.ldc = P, g.n = P;
     for (std::size_t n = 0; n < batch; ++n) {
-      im2col(x + n * in.size(), cols, Pp);
+      columns(x + n * in.size(), cols, Pp, xp);
       g.c = y + n * out.size();
       gemm(g);
     }
@@ -355,6 +353,8 @@ struct conv2d {
     T* db = dp + out_c * R;
     std::fill(db, db + out_c, T(0));
     for (std::size_t q = 0; q < P; ++q) std::fill(dyt + q * Op + out_c, dyt + (q + 1) * Op, T(0));
+    T* xp = stride == 1 ? zero_padded(s.padded) : nullptr;
+    if (full) prepare_full_conv_dx(s);
     gemm_args<T> gw;  // dW^T (+)= cols dY^T
     gw.a = cols, gw.a_row = Pp, gw.a_col = 1;
     gw.b = dyt, gw.ldb = Op, gw.b_padded = true;
@@ -367,14 +367,8 @@ struct conv2d {
     gx.m = R, gx.n = P, gx.k = out_c;
     for (std::size_t n = 0; n < batch; ++n) {
       const T* dyn = dy + n * out.size();
-      im2col(x + n * in.size(), cols, Pp);
-      for (std::size_t q0 = 0; q0 < P; q0 += 32) {  // 32 rows of dY^T at a time: they stay in L1
-        const std::size_t q1 = std::min(P, q0 + 32);
-        for (std::size_t o = 0; o < out_c; ++o) {
-          const T* r = dyn + o * P;
-          for (std::size_t q = q0; q < q1; ++q) dyt[q * Op + o] = r[q];
-        }
-      }
+      columns(x + n * in.size(), cols, Pp, xp);
+      transpose(dyn, P, out_c, P, dyt, Op);
       // db[o] += dY[o][q] in q order, as one chain per o, but the out_c chains side by side
       // (a row of dY^T at a time): the same sums, without waiting on one add after another
       for (std::size_t q = 0; q < P; ++q) {
@@ -393,8 +387,7 @@ struct conv2d {
         col2im(dcols, dxn, Pp);
       }
     }
-    for (std::size_t o = 0; o < out_c; ++o)
-      for (std::size_t r = 0; r < R; ++r) dp[o * R + r] = dwt[r * Op + o];
+    transpose(dwt, Op, R, out_c, dp, R);
   }
 
  private:
@@ -409,33 +402,73 @@ struct conv2d {
     return wf;
   }
 
+  /// full_conv_dx's buffers for a batch: dYp zeroed (each sample writes only its interior), and
+  /// the row pointers of its windows.
+  template <class T>
+  void prepare_full_conv_dx(layer_scratch<T>& s) const {
+    using namespace detail;
+    const std::size_t q = k - 1 - pad, Hq = out.h + 2 * q, Wq = out.w + 2 * q, plane = Hq * Wq;
+    T* dyp = grow(s.dcols, out_c * plane + Wq + 64);  // slack: the last windows read past the plane
+    std::fill(dyp, dyp + out_c * plane + Wq + 64, T(0));
+    std::vector<const T*>& rows = s.rows;
+    rows.resize(out_c * k * k);
+    for (std::size_t o = 0; o < out_c; ++o)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j) rows[(o * k + i) * k + j] = dyp + o * plane + i * Wq + j;
+  }
+
   /// Stride 1: dx[c][h][w] = sum over o, i, j of Wf[c][o, i, j] dYp[o][h + i][w + j], dYp being
   /// dY zero-padded by k - 1 - pad: one product over rows of the padded width, as forward().
+  /// The buffers are prepare_full_conv_dx's.
   template <class T>
   void full_conv_dx(const T* wf, const T* dyn, T* dxn, layer_scratch<T>& s) const {
     using namespace detail;
     const std::size_t q = k - 1 - pad, Hq = out.h + 2 * q, Wq = out.w + 2 * q, plane = Hq * Wq;
     const std::size_t K = out_c * k * k, N = in.h * Wq;
-    T* dyp = grow(s.dcols, out_c * plane + Wq + 64);  // slack: the last windows read past the plane
+    T* dyp = s.dcols.data();
     T* wide = grow(s.wide, in.c * N);
-    std::fill(dyp, dyp + out_c * plane + Wq + 64, T(0));
     for (std::size_t o = 0; o < out_c; ++o)
-      for (std::size_t h = 0; h < out.h; ++h)
-        std::copy(dyn + (o * out.h + h) * out.w, dyn + (o * out.h + h + 1) * out.w, dyp + o * plane + (h + q) * Wq + q);
-    std::vector<const T*>& rows = s.rows;
-    rows.resize(K);
-    for (std::size_t o = 0; o < out_c; ++o)
-      for (std::size_t i = 0; i < k; ++i)
-        for (std::size_t j = 0; j < k; ++j) rows[(o * k + i) * k + j] = dyp + o * plane + i * Wq + j;
+      copy_rows(dyn + o * out.h * out.w, out.w, dyp + o * plane + q * Wq + q, Wq, out.h, out.w);
+    const std::vector<const T*>& rows = s.rows;
     gemm_args<T> g;
     g.a = wf, g.a_row = K, g.a_col = 1;
     g.b_rows = rows.data(), g.b_padded = true;
     g.c = wide, g.ldc = N;
     g.m = in.c, g.n = N, g.k = K;
     gemm(g);
+    for (std::size_t c = 0; c < in.c; ++c) copy_rows(wide + c * N, Wq, dxn + c * in.h * in.w, in.w, in.h, in.w);
+  }
+
+  /// Stride 1: the zero-padded input planes ((h + 2 pad) x (w + 2 pad) each, then the slack the
+  /// last windows read past them), zeroed: pad_input() writes only their interior.
+  template <class T>
+  T* zero_padded(std::vector<T>& buf) const {
+    const std::size_t Wp = in.w + 2 * pad, n = in.c * (in.h + 2 * pad) * Wp + Wp + 64;
+    T* xp = detail::grow(buf, n);
+    std::fill(xp, xp + n, T(0));
+    return xp;
+  }
+
+  /// Stride 1: one sample's input into the interior of zero_padded()'s planes.
+  template <class T>
+  void pad_input(const T* xn, T* xp) const {
+    const std::size_t Wp = in.w + 2 * pad, plane = (in.h + 2 * pad) * Wp;
     for (std::size_t c = 0; c < in.c; ++c)
-      for (std::size_t h = 0; h < in.h; ++h)
-        std::copy(wide + c * N + h * Wq, wide + c * N + h * Wq + in.w, dxn + (c * in.h + h) * in.w);
+      detail::copy_rows(xn + c * in.h * in.w, in.w, xp + c * plane + pad * Wp + pad, Wp, in.h, in.w);
+  }
+
+  /// im2col(xn, cols, ld); at stride 1 (xp: zero_padded()'s planes) row (c, i, j) of the columns
+  /// is copied from the window at (i, j) of the padded plane c: the same values, without the
+  /// bounds of each row.
+  template <class T>
+  void columns(const T* xn, T* cols, std::size_t ld, T* xp) const {
+    if (!xp) return im2col(xn, cols, ld);
+    pad_input(xn, xp);
+    const std::size_t Wp = in.w + 2 * pad, plane = (in.h + 2 * pad) * Wp;
+    for (std::size_t c = 0; c < in.c; ++c)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < k; ++j)
+          detail::copy_rows(xp + c * plane + i * Wp + j, Wp, cols + ((c * k + i) * k + j) * ld, out.w, out.h, out.w);
   }
 
   /// The im2col buffer: R rows of P values, rows padded to whole vectors (the padding is read
@@ -698,6 +731,286 @@ inline void check_groups(const std::string& layer, shape3 in, std::size_t groups
 
 }  // namespace detail
 
+namespace detail {
+
+/// Whether a float kernel runs its AVX-512 version at this level (lowered to what the CPU runs).
+template <class T>
+bool runs_avx512(simd_level level) noexcept {
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+  return std::is_same_v<T, float> && level >= simd_level::avx512 && simd_supported() == simd_level::avx512;
+#else
+  (void)level;
+  return false;
+#endif
+}
+
+/// Whether group_norm's fused passes take their float sums in Eigen's order on AVX (below): where
+/// Eigen itself adds floats in SSE packets of 4 (its build without -mavx) and the CPU has AVX2.
+template <class T>
+bool runs_sse_order_sums(simd_level level) noexcept {
+#if defined(SPARSEPUSH_NN_X86_DISPATCH) && defined(EIGEN_VECTORIZE_SSE2) && !defined(EIGEN_VECTORIZE_AVX)
+  return std::is_same_v<T, float> && Eigen::internal::packet_traits<float>::size == 4 &&
+         level >= simd_level::avx2 && simd_supported() >= simd_level::avx2;
+#else
+  (void)level;
+  return false;
+#endif
+}
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+/// Where Eigen 3.4's sum of a Map of n floats starts its SSE packets: the first 16-byte aligned
+/// element (n if none is). An expression without direct access (a product, a square) starts at 0.
+inline std::size_t sse_aligned_start(const float* p, std::size_t n) noexcept {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (a % sizeof(float)) return n;
+  const std::size_t first = (4 - (a / sizeof(float)) % 4) % 4;
+  return first < n ? first : n;
+}
+
+/// K float sums of n terms each, every one in the order Eigen 3.4's sum() adds on SSE
+/// (redux_impl, LinearVectorizedTraversal): from its start s, packets of 4 into two accumulators
+/// (lanes 0-3 and 4-7 here: 8 terms a step), the two added, then the last whole packet, then the
+/// horizontal sum (l0 + l2) + (l1 + l3), then the terms before s, then those after the packets;
+/// fewer than 4 terms from s: a plain chain from term 0. The K chains run side by side (Eigen runs
+/// them one after another, each waiting on its adds). F gives term i of sum j: at1(j, i), and 4
+/// and 8 of them from i: at4(j, i), at8(j, i), with the same roundings as Eigen's expression.
+/// Compiled for AVX2 without FMA: nothing can be contracted.
+template <int K, class F>
+[[gnu::target("avx2"), gnu::always_inline]] inline void sse_order_sums(const F& f, const std::size_t* start,
+                                                                       std::size_t n, float* out) {
+  std::size_t blocks[K], end2[K], end[K];
+  __m256 acc[K];
+  std::size_t most = 0;
+#pragma GCC unroll 8
+  for (int j = 0; j < K; ++j) {
+    const std::size_t s = start[j], aligned = (n - s) / 4 * 4, aligned2 = (n - s) / 8 * 8;
+    blocks[j] = aligned > 4 ? aligned2 / 8 : 0;
+    end2[j] = s + aligned2, end[j] = s + aligned;
+    acc[j] = blocks[j] ? f.at8(j, s) : _mm256_setzero_ps();
+    most = blocks[j] > most ? blocks[j] : most;
+  }
+  for (std::size_t t = 1; t < most; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < K; ++j)
+      if (t < blocks[j]) acc[j] = _mm256_add_ps(acc[j], f.at8(j, start[j] + 8 * t));
+#pragma GCC unroll 8
+  for (int j = 0; j < K; ++j) {
+    const std::size_t s = start[j];
+    float res;
+    if (end[j] == s) {  // too short to vectorize
+      res = f.at1(j, 0);
+      for (std::size_t i = 1; i < n; ++i) res += f.at1(j, i);
+      out[j] = res;
+      continue;
+    }
+    __m128 p0;
+    if (blocks[j]) {
+      p0 = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
+      if (end[j] > end2[j]) p0 = _mm_add_ps(p0, f.at4(j, end2[j]));
+    } else {
+      p0 = f.at4(j, s);
+    }
+    const __m128 h = _mm_add_ps(p0, _mm_movehl_ps(p0, p0));
+    res = _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+    for (std::size_t i = 0; i < s; ++i) res += f.at1(j, i);
+    for (std::size_t i = end[j]; i < n; ++i) res += f.at1(j, i);
+    out[j] = res;
+  }
+}
+
+/// Terms of mean_var's sums for groups side by side: x, or (x - mean)^2 when Square.
+template <bool Square>
+struct group_terms {
+  const float* x[4];
+  float mean[4];
+  [[gnu::target("avx2"), gnu::always_inline]] inline float at1(int j, std::size_t i) const noexcept {
+    const float v = x[j][i];
+    return Square ? (v - mean[j]) * (v - mean[j]) : v;
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m128 at4(int j, std::size_t i) const noexcept {
+    const __m128 v = _mm_loadu_ps(x[j] + i);
+    if constexpr (!Square) {
+      return v;
+    } else {
+      const __m128 d = _mm_sub_ps(v, _mm_set1_ps(mean[j]));
+      return _mm_mul_ps(d, d);
+    }
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m256 at8(int j, std::size_t i) const noexcept {
+    const __m256 v = _mm256_loadu_ps(x[j] + i);
+    if constexpr (!Square) {
+      return v;
+    } else {
+      const __m256 d = _mm256_sub_ps(v, _mm256_set1_ps(mean[j]));
+      return _mm256_mul_ps(d, d);
+    }
+  }
+};
+
+/// mean_var of K <= 4 groups of n floats (x[j], contiguous), the bits of mean_var's two Eigen sums.
+template <int K>
+[[gnu::target("avx2")]] inline void mean_var_sse_order(const float* const* x, std::size_t n, double* mean,
+                                                       double* var) {
+  group_terms<false> f{};
+  group_terms<true> g{};
+  std::size_t start[K];
+  float sum[K];
+  for (int j = 0; j < K; ++j) f.x[j] = g.x[j] = x[j], start[j] = sse_aligned_start(x[j], n);
+  sse_order_sums<K>(f, start, n, sum);
+  for (int j = 0; j < K; ++j) {
+    mean[j] = double(sum[j]) / double(n);
+    g.mean[j] = float(mean[j]), start[j] = 0;
+  }
+  sse_order_sums<K>(g, start, n, sum);
+  for (int j = 0; j < K; ++j) var[j] = double(sum[j]) / double(n);
+}
+
+/// backward_group's dx = dY a + (X - mean) b + c0, Eigen's expression lane by lane (the same
+/// roundings, in the same order; compiled without FMA, so nothing is contracted), 8 lanes a step.
+[[gnu::target("avx2")]] inline void norm_dx_avx2(const float* dy, const float* x, float mean, float a, float b,
+                                                 float c0, float* dx, std::size_t n) {
+  const __m256 av = _mm256_set1_ps(a), bv = _mm256_set1_ps(b), cv = _mm256_set1_ps(c0), mv = _mm256_set1_ps(mean);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(dy + i), av),
+                                   _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), bv));
+    _mm256_storeu_ps(dx + i, _mm256_add_ps(t, cv));
+  }
+  for (; i < n; ++i) dx[i] = (dy[i] * a + (x[i] - mean) * b) + c0;
+}
+
+/// Terms of backward_group's two sums for channels side by side: sum 2c is dY of channel c, sum
+/// 2c + 1 is dY (X - mean).
+struct channel_terms {
+  const float* dy[2];
+  const float* x[2];
+  float mean;
+  [[gnu::target("avx2"), gnu::always_inline]] inline float at1(int j, std::size_t i) const noexcept {
+    return j % 2 ? dy[j / 2][i] * (x[j / 2][i] - mean) : dy[j / 2][i];
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m128 at4(int j, std::size_t i) const noexcept {
+    const __m128 d = _mm_loadu_ps(dy[j / 2] + i);
+    return j % 2 ? _mm_mul_ps(d, _mm_sub_ps(_mm_loadu_ps(x[j / 2] + i), _mm_set1_ps(mean))) : d;
+  }
+  [[gnu::target("avx2"), gnu::always_inline]] inline __m256 at8(int j, std::size_t i) const noexcept {
+    const __m256 d = _mm256_loadu_ps(dy[j / 2] + i);
+    return j % 2 ? _mm256_mul_ps(d, _mm256_sub_ps(_mm256_loadu_ps(x[j / 2] + i), _mm256_set1_ps(mean))) : d;
+  }
+};
+
+/// backward_group's sums of C <= 2 channels of hw floats: out[2c] = dY.sum(), out[2c + 1] =
+/// (dY (X - mean)).sum(), the bits of its Eigen expressions.
+template <int C>
+[[gnu::target("avx2")]] inline void channel_sums_sse_order(const float* const* dy, const float* const* x, float mean,
+                                                           std::size_t hw, float* out) {
+  channel_terms f{};
+  std::size_t start[2 * C];
+  f.mean = mean;
+  for (int c = 0; c < C; ++c) {
+    f.dy[c] = dy[c], f.x[c] = x[c];
+    start[2 * c] = sse_aligned_start(dy[c], hw), start[2 * c + 1] = 0;
+  }
+  sse_order_sums<2 * C>(f, start, hw, out);
+}
+#endif
+
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+/// The 2x2 windows of group_norm's fused ReLU-max-pool on AVX-512, 16 windows at a time: the
+/// scalar loops' expressions lane by lane (a multiply, then an add, each rounded: the
+/// multiply-add is never fused; the same comparisons and selects), so the same bits. One row
+/// pair: lanes [0, cnt) of the windows from q0; the 2 cnt inputs of each row in two vectors.
+struct relu_pool2_avx512 {
+  __m512 x00, x01, x10, x11;  ///< the ReLU outputs: row 0 (two vectors), row 1
+  __mmask16 lo, hi;           ///< the real lanes of the first and the second vector of a row
+
+  [[gnu::target("avx512f")]] static __m512 relu_affine(__m512 x, __m512 a, __m512 b) noexcept {
+    // v > 0 ? v : 0 (NaN and -0 to +0), as relu_of; mul and add with embedded rounding: the
+    // compiler cannot contract them into an FMA
+    const __m512 v = _mm512_add_round_ps(_mm512_mul_round_ps(x, a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), b,
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+  }
+  [[gnu::target("avx512f")]] void load(const float* r0, const float* r1, std::size_t cnt, __m512 a, __m512 b) noexcept {
+    const std::size_t n2 = 2 * cnt;
+    lo = n2 >= 16 ? __mmask16(0xffff) : __mmask16((1u << n2) - 1);
+    hi = n2 >= 32 ? __mmask16(0xffff) : n2 > 16 ? __mmask16((1u << (n2 - 16)) - 1) : __mmask16(0);
+    x00 = relu_affine(_mm512_maskz_loadu_ps(lo, r0), a, b);
+    x01 = relu_affine(_mm512_maskz_loadu_ps(hi, r0 + 16), a, b);
+    x10 = relu_affine(_mm512_maskz_loadu_ps(lo, r1), a, b);
+    x11 = relu_affine(_mm512_maskz_loadu_ps(hi, r1 + 16), a, b);
+  }
+  [[gnu::target("avx512f")]] static __m512 even(__m512 u, __m512 v) noexcept {
+    return _mm512_permutex2var_ps(u, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), v);
+  }
+  [[gnu::target("avx512f")]] static __m512 odd(__m512 u, __m512 v) noexcept {
+    return _mm512_permutex2var_ps(u, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), v);
+  }
+  /// relu::backward's select, v > 0 ? g : 0, stored at the real lanes m.
+  [[gnu::target("avx512f")]] static void put(float* d, __mmask16 m, __m512 v, __m512 g) noexcept {
+    _mm512_mask_storeu_ps(d, m, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), g));
+  }
+  [[gnu::target("avx512f")]] static __m512 interleave_lo(__m512 e, __m512 o) noexcept {
+    return _mm512_permutex2var_ps(e, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), o);
+  }
+  [[gnu::target("avx512f")]] static __m512 interleave_hi(__m512 e, __m512 o) noexcept {
+    return _mm512_permutex2var_ps(e, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), o);
+  }
+};
+
+/// forward_relu_max_pool2's windows of one channel (xc: h x w, yc: h/2 x w/2).
+[[gnu::target("avx512f")]] inline void relu_max_pool2_forward_avx512(const float* xc, std::size_t w, std::size_t oh,
+                                                                      std::size_t ow, float a, float b, float* yc) {
+  const __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b);
+  relu_pool2_avx512 t;
+  for (std::size_t r = 0; r < oh; ++r)
+    for (std::size_t q0 = 0; q0 < ow; q0 += 16) {
+      const std::size_t cnt = ow - q0 < 16 ? ow - q0 : 16;
+      t.load(xc + 2 * r * w + 2 * q0, xc + (2 * r + 1) * w + 2 * q0, cnt, av, bv);
+      const __m512 v0 = relu_pool2_avx512::even(t.x00, t.x01), v1 = relu_pool2_avx512::odd(t.x00, t.x01);
+      const __m512 v2 = relu_pool2_avx512::even(t.x10, t.x11), v3 = relu_pool2_avx512::odd(t.x10, t.x11);
+      const __m512 ab = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v1, v0, _CMP_GT_OQ), v0, v1);  // v1 > v0 ? v1 : v0
+      const __m512 cd = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v3, v2, _CMP_GT_OQ), v2, v3);
+      const __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(cd, ab, _CMP_GT_OQ), ab, cd);
+      _mm512_mask_storeu_ps(yc + r * ow + q0, __mmask16((1u << cnt) - 1), y);
+    }
+}
+
+/// backward_relu_max_pool2's output gradient of one channel (dc: h x w, written at the 2 oh rows
+/// and 2 ow columns the windows cover) from the pooled gradient gc.
+[[gnu::target("avx512f")]] inline void relu_max_pool2_backward_avx512(const float* xc, std::size_t w, std::size_t oh,
+                                                                       std::size_t ow, float a, float b,
+                                                                       const float* gc, float* dc) {
+  const __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b), one = _mm512_set1_ps(1.f);
+  relu_pool2_avx512 t;
+  for (std::size_t r = 0; r < oh; ++r)
+    for (std::size_t q0 = 0; q0 < ow; q0 += 16) {
+      const std::size_t cnt = ow - q0 < 16 ? ow - q0 : 16;
+      t.load(xc + 2 * r * w + 2 * q0, xc + (2 * r + 1) * w + 2 * q0, cnt, av, bv);
+      const __m512 e0 = relu_pool2_avx512::even(t.x00, t.x01), e1 = relu_pool2_avx512::odd(t.x00, t.x01);
+      const __m512 e2 = relu_pool2_avx512::even(t.x10, t.x11), e3 = relu_pool2_avx512::odd(t.x10, t.x11);
+      // max_pool2d::backward's 0/1 weights: b_ab = T(e1 > e0), ab = std::max(e0, e1), ...
+      const __mmask16 m_ab = _mm512_cmp_ps_mask(e1, e0, _CMP_GT_OQ), m_cd = _mm512_cmp_ps_mask(e3, e2, _CMP_GT_OQ);
+      const __m512 b_ab = _mm512_maskz_mov_ps(m_ab, one), d_cd = _mm512_maskz_mov_ps(m_cd, one);
+      const __m512 ab = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e0, e1, _CMP_LT_OQ), e0, e1);
+      const __m512 cd = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e2, e3, _CMP_LT_OQ), e2, e3);
+      const __m512 lower = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(cd, ab, _CMP_GT_OQ), one);
+      const __m512 gv = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1), gc + r * ow + q0);
+      const __m512 gu = _mm512_mul_ps(gv, _mm512_sub_ps(one, lower)), gl = _mm512_mul_ps(gv, lower);
+      const __m512 g0 = _mm512_mul_ps(gu, _mm512_sub_ps(one, b_ab)), g1 = _mm512_mul_ps(gu, b_ab);
+      const __m512 g2 = _mm512_mul_ps(gl, _mm512_sub_ps(one, d_cd)), g3 = _mm512_mul_ps(gl, d_cd);
+      // relu::backward's select: v > 0 ? g : 0
+      float* d0 = dc + 2 * r * w + 2 * q0;
+      float* d1 = d0 + w;
+      relu_pool2_avx512::put(d0, t.lo, t.x00, relu_pool2_avx512::interleave_lo(g0, g1));
+      relu_pool2_avx512::put(d0 + 16, t.hi, t.x01, relu_pool2_avx512::interleave_hi(g0, g1));
+      relu_pool2_avx512::put(d1, t.lo, t.x10, relu_pool2_avx512::interleave_lo(g2, g3));
+      relu_pool2_avx512::put(d1 + 16, t.hi, t.x11, relu_pool2_avx512::interleave_hi(g2, g3));
+    }
+}
+#endif
+
+}  // namespace detail
+
 /// Group normalization (Wu and He 2018): per sample and group of c/groups channels,
 /// y = gamma_c (x - mean) / sqrt(var + eps) + beta_c. Parameters: gamma[c], then beta[c].
 struct group_norm {
@@ -743,18 +1056,49 @@ struct group_norm {
   /// same comparisons), without writing the two full-size activations between them. Training
   /// passes stats (2 doubles per sample and group): each group's mean and 1 / sqrt(var + eps),
   /// which backward_relu_max_pool2 reads instead of computing them again.
+  /// The windows run on AVX-512 where `level` and the CPU allow (the same bits).
   template <std::floating_point T>
-  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch, double* stats = nullptr) const {
+  void forward_relu_max_pool2(const T* p, const T* x, T* y, std::size_t batch, double* stats = nullptr,
+                              detail::simd_level level = detail::simd_supported()) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const std::size_t oh = in.h / 2, ow = in.w / 2;
+    const bool avx512 = detail::runs_avx512<T>(level);
+    const bool sse_sums = detail::runs_sse_order_sums<T>(level);  // Eigen's sums, their chains side by side
+    double means[4], vars[4];  // sse_sums: four groups' mean_var at a time
     for (std::size_t m = 0; m < batch * groups; ++m) {
-      const auto [mean, var] = detail::mean_var(x + m * n, n);
+      double mean = 0, var = 0;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+      if constexpr (std::is_same_v<T, float>)
+        if (sse_sums) {
+          const std::size_t j = m % 4;
+          if (j == 0) {
+            const std::size_t k = std::min<std::size_t>(4, batch * groups - m);
+            const float* xs[4];
+            for (std::size_t i = 0; i < 4; ++i) xs[i] = x + (m + (i < k ? i : 0)) * n;
+            switch (k) {
+              case 4: detail::mean_var_sse_order<4>(xs, n, means, vars); break;
+              case 3: detail::mean_var_sse_order<3>(xs, n, means, vars); break;
+              case 2: detail::mean_var_sse_order<2>(xs, n, means, vars); break;
+              default: detail::mean_var_sse_order<1>(xs, n, means, vars); break;
+            }
+          }
+          mean = means[j], var = vars[j];
+        }
+#endif
+      if (!sse_sums) std::tie(mean, var) = detail::mean_var(x + m * n, n);
       const double rstd = 1.0 / std::sqrt(var + eps);
       if (stats) stats[2 * m] = mean, stats[2 * m + 1] = rstd;
       for (std::size_t cc = 0; cc < cpg; ++cc) {
         const auto [a, b] = channel_affine(p, (m % groups) * cpg + cc, mean, rstd);
         const T* xc = x + m * n + cc * hw;
         T* yc = y + (m * cpg + cc) * oh * ow;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+        if constexpr (std::is_same_v<T, float>)
+          if (avx512) {
+            detail::relu_max_pool2_forward_avx512(xc, in.w, oh, ow, a, b, yc);
+            continue;
+          }
+#endif
         for (std::size_t r = 0; r < oh; ++r) {
           const T* r0 = xc + 2 * r * in.w;
           const T* r1 = r0 + in.w;
@@ -789,11 +1133,15 @@ struct group_norm {
   /// group's backward() runs on it: the bits of backward(relu.backward(max_pool2d.backward(dy))).
   /// The buffer lines up with dx modulo 64 bytes, where the unfused pass would have kept that
   /// gradient, so Eigen's sums, which start at the first aligned element, add in the same order.
+  /// The windows run on AVX-512 where `level` and the CPU allow (the same bits).
   template <std::floating_point T>
   void backward_relu_max_pool2(const T* p, const T* x, const double* stats, const T* dy, T* dx, T* dp,
-                               std::size_t batch, layer_scratch<T>& s) const {
+                               std::size_t batch, layer_scratch<T>& s,
+                               detail::simd_level level = detail::simd_supported()) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     const std::size_t oh = in.h / 2, ow = in.w / 2;
+    const bool avx512 = detail::runs_avx512<T>(level);
+    const bool sse_sums = detail::runs_sse_order_sums<T>(level);  // Eigen's sums, their chains side by side
     constexpr std::size_t line = 64 / sizeof(T);
     double* acc = detail::grow(s.acc, 2 * in.c);  // dgamma, dbeta
     std::fill(acc, acc + 2 * in.c, 0.0);
@@ -811,6 +1159,13 @@ struct group_norm {
         const T* xc = x + m * n + cc * hw;
         const T* gc = dy + (m * cpg + cc) * oh * ow;
         T* dc = dg + cc * hw;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+        if constexpr (std::is_same_v<T, float>)
+          if (avx512) {
+            detail::relu_max_pool2_backward_avx512(xc, in.w, oh, ow, a, b, gc, dc);
+            continue;
+          }
+#endif
         for (std::size_t r = 0; r < oh; ++r) {
           // three branch-free loops the compiler vectorizes: the ReLU outputs of the window's two
           // rows; max_pool2d::backward's 0/1 weights; relu::backward's select
@@ -839,7 +1194,7 @@ struct group_norm {
           }
         }
       }
-      backward_group(p, x, dg, dx, m, mean, rstd, acc);
+      backward_group(p, x, dg, dx, m, mean, rstd, acc, sse_sums);
     }
     for (std::size_t i = 0; i < 2 * in.c; ++i) dp[i] = T(acc[i]);
   }
@@ -849,15 +1204,32 @@ struct group_norm {
   /// the group's n outputs (contiguous), and its mean and rstd.
   template <std::floating_point T>
   void backward_group(const T* p, const T* x, const T* dyg, T* dx, std::size_t m, double mean, double rstd,
-                      double* acc) const {
+                      double* acc, bool sse_order = false) const {
     using namespace detail;
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
     double sum_g = 0, sum_gx = 0;  // g = dy gamma: sums of g and of g xhat over the group
+    float pair[4];                 // sse_order: two channels' sums of dY and of dY (X - mean)
     for (std::size_t cc = 0; cc < cpg; ++cc) {
       const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
       const carr<T> X(x + off, ix(hw)), dY(dyg + cc * hw, ix(hw));
-      const double sdy = double(dY.sum());
-      const double sdyx = double((dY * (X - T(mean))).sum()) * rstd;
+      double sdy = 0, sdyx = 0;
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+      if constexpr (std::is_same_v<T, float>)
+        if (sse_order) {
+          if (cc % 2 == 0) {
+            const float* d2[2] = {dyg + cc * hw, dyg + (cc + 1) * hw};
+            const float* x2[2] = {x + off, x + off + hw};
+            if (cc + 1 < cpg) channel_sums_sse_order<2>(d2, x2, float(mean), hw, pair);
+            else channel_sums_sse_order<1>(d2, x2, float(mean), hw, pair);
+          }
+          sdy = double(pair[2 * (cc % 2)]);
+          sdyx = double(pair[2 * (cc % 2) + 1]) * rstd;
+        }
+#endif
+      if (!sse_order) {
+        sdy = double(dY.sum());
+        sdyx = double((dY * (X - T(mean))).sum()) * rstd;
+      }
       acc[c] += sdyx;
       acc[in.c + c] += sdy;
       sum_g += double(p[c]) * sdy;
@@ -870,6 +1242,13 @@ struct group_norm {
     for (std::size_t cc = 0; cc < cpg; ++cc) {
       const std::size_t c = (m % groups) * cpg + cc, off = m * n + cc * hw;
       const T a = T(rstd * double(p[c]));
+#ifdef SPARSEPUSH_NN_X86_DISPATCH
+      if constexpr (std::is_same_v<T, float>)
+        if (sse_order) {
+          norm_dx_avx2(dyg + cc * hw, x + off, float(mean), a, b, c0, dx + off, hw);
+          continue;
+        }
+#endif
       marr<T>(dx + off, ix(hw)) = carr<T>(dyg + cc * hw, ix(hw)) * a + (carr<T>(x + off, ix(hw)) - T(mean)) * b + c0;
     }
   }
