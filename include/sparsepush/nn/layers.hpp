@@ -101,6 +101,21 @@ inline std::size_t window_out(std::size_t n, std::size_t k, std::size_t s, std::
   return (n + 2 * pad - k) / s + 1;
 }
 
+/// The gradient g of a 2x2 max-pool window (a b / c d, rows r0 and r1) routed to its first
+/// maximum, with 0/1 weights computed without branches: the others get zero (as g * 0). d0 and d1
+/// point at the window's two rows of the input gradient.
+template <class T>
+inline void route_max2x2(T a, T b, T c, T d, T g, T* d0, T* d1) noexcept {
+  const T b_ab = T(b > a), d_cd = T(d > c);
+  const T ab = std::max(a, b), cd = std::max(c, d);
+  const T lower = T(cd > ab);
+  const T gu = g * (T(1) - lower), gl = g * lower;
+  d0[0] = gu * (T(1) - b_ab);
+  d0[1] = gu * b_ab;
+  d1[0] = gl * (T(1) - d_cd);
+  d1[1] = gl * d_cd;
+}
+
 }  // namespace detail
 
 /// Fully connected: y = W x + b, W is out x in (row-major), then b; the input is flattened.
@@ -575,16 +590,8 @@ struct pool2d {
           const T* g = dyc + oh * out.w;
           for (std::size_t ow = 0; ow < out.w; ++ow) {
             if constexpr (Max) {
-              const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
-              // 0/1 weights, computed without branches: the first maximum of (a, b, c, d) gets g
-              const T b_ab = T(b > a), d_cd = T(d > c);
-              const T ab = std::max(a, b), cd = std::max(c, d);
-              const T lower = T(cd > ab), gv = g[ow];
-              const T gu = gv * (T(1) - lower), gl = gv * lower;
-              d0[2 * ow] = gu * (T(1) - b_ab);
-              d0[2 * ow + 1] = gu * b_ab;
-              d1[2 * ow] = gl * (T(1) - d_cd);
-              d1[2 * ow + 1] = gl * d_cd;
+              detail::route_max2x2(r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1], g[ow], d0 + 2 * ow,
+                                   d1 + 2 * ow);
             } else {
               const T gv = g[ow] * scale;
               d0[2 * ow] = gv;
@@ -988,7 +995,7 @@ struct relu_pool2_avx512 {
       t.load(xc + 2 * r * w + 2 * q0, xc + (2 * r + 1) * w + 2 * q0, cnt, av, bv);
       const __m512 e0 = relu_pool2_avx512::even(t.x00, t.x01), e1 = relu_pool2_avx512::odd(t.x00, t.x01);
       const __m512 e2 = relu_pool2_avx512::even(t.x10, t.x11), e3 = relu_pool2_avx512::odd(t.x10, t.x11);
-      // max_pool2d::backward's 0/1 weights: b_ab = T(e1 > e0), ab = std::max(e0, e1), ...
+      // route_max2x2's 0/1 weights: b_ab = T(e1 > e0), ab = std::max(e0, e1), ...
       const __mmask16 m_ab = _mm512_cmp_ps_mask(e1, e0, _CMP_GT_OQ), m_cd = _mm512_cmp_ps_mask(e3, e2, _CMP_GT_OQ);
       const __m512 b_ab = _mm512_maskz_mov_ps(m_ab, one), d_cd = _mm512_maskz_mov_ps(m_cd, one);
       const __m512 ab = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e0, e1, _CMP_LT_OQ), e0, e1);
@@ -1177,15 +1184,7 @@ struct group_norm {
           T* d1 = d0 + in.w;
           const T* g = gc + r * ow;
           for (std::size_t q = 0; q < ow; ++q) {
-            const T e0 = v0[2 * q], e1 = v0[2 * q + 1], e2 = v1[2 * q], e3 = v1[2 * q + 1];
-            const T b_ab = T(e1 > e0), d_cd = T(e3 > e2);
-            const T ab = std::max(e0, e1), cd = std::max(e2, e3);
-            const T lower = T(cd > ab), gv = g[q];
-            const T gu = gv * (T(1) - lower), gl = gv * lower;
-            d0[2 * q] = gu * (T(1) - b_ab);
-            d0[2 * q + 1] = gu * b_ab;
-            d1[2 * q] = gl * (T(1) - d_cd);
-            d1[2 * q + 1] = gl * d_cd;
+            detail::route_max2x2(v0[2 * q], v0[2 * q + 1], v1[2 * q], v1[2 * q + 1], g[q], d0 + 2 * q, d1 + 2 * q);
           }
           for (std::size_t j = 0; j < 2 * ow; ++j) {
             const T g0 = d0[j], g1 = d1[j];  // read unconditionally: a select, not a branch
