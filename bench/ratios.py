@@ -12,7 +12,9 @@ Standard library only.
 After the tables, the goals of the speed work (issue 25) are printed one row each, with the goal
 and a check mark (or n/a where the run lacks the benchmarks a row needs); --train-summary adds the
 rows of a sparsepush-train run (the 16-node, exponential, 6-epoch, --threads 1 run: training
-seconds, wall seconds and the evaluation's share of the wall time).
+seconds, wall seconds and the evaluation's share of the wall time). Then the bounds: kernels that
+move only the bytes a goal row's kernel cannot avoid (RoundStreams, ReadPair), as the same ratio,
+beside that row's goal.
 
 Usage:
   python3 bench/ratios.py --bench build/bench/sparsepush-bench [--filter REGEX] [--min-time S]
@@ -44,11 +46,13 @@ PAIRS = [
     ("PushSumCombine", "DenseScale", False),
     ("SparsePushGossipRound", "DenseScale", False),
     ("SparsePushRound", "DenseScale", False),
+    ("RoundStreams", "DenseScale", False),
 ]
 
 # Baseline multiplier per kernel, from the kernel's args (default 1): a gossip round over `nodes`
 # nodes is compared with nodes x DenseScale at the same d.
-BASE_TIMES = {"SparsePushGossipRound": lambda a: a[1], "SparsePushRound": lambda a: a[1]}
+BASE_TIMES = {"SparsePushGossipRound": lambda a: a[1], "SparsePushRound": lambda a: a[1],
+              "RoundStreams": lambda a: a[1]}
 
 
 def combine_label(a):
@@ -62,6 +66,7 @@ ARGS_LABEL = {
     "PushSumCombine": combine_label,
     "SparsePushGossipRound": lambda a: f"{a[1]} nodes, top-k 1%",
     "SparsePushRound": lambda a: f"{a[1]} nodes, top-k 1%, no-op step",
+    "RoundStreams": lambda a: f"{a[1]} nodes, {a[2]} pass{'es' if a[2] > 1 else ''} over x, p, e",
 }
 
 TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
@@ -119,6 +124,46 @@ GOALS = [
     ("... evaluation's share of the wall time",
      lambda r, a: _summary(a, lambda s: s["eval_seconds"] / s["wall_seconds"]), "<=", 0.10),
 ]
+
+
+def _sum_ratio(results, kernels, base):
+    """(sum of the kernels' times) / base's time, or None when one is missing."""
+    b = results.get(base)
+    if b is None or not b["us"] or any(k not in results for k in kernels):
+        return None
+    return sum(results[k]["us"] for k in kernels) / b["us"]
+
+
+# What bounds a goal row, measured in the same run: (label, function of the results, the row's
+# comparison and goal). A bound on the wrong side of its row's goal says the goal needs what the
+# bound's label names to change (the guarantee, the machine), not faster code.
+BOUNDS = [
+    ("round's streams under the guarantee (plan reads x, p, e; apply reads them, writes x, e): "
+     "RoundStreams/1000000/16/2 / (16 x DenseScale/1000000)",
+     lambda r: _ratio(r, "RoundStreams", (1000000, 16, 2), "DenseScale", (1000000,), 16), "<=", 8.0),
+    ("... the apply's pass alone (no guarantee): RoundStreams/1000000/16/1 / (16 x DenseScale/1000000)",
+     lambda r: _ratio(r, "RoundStreams", (1000000, 16, 1), "DenseScale", (1000000,), 16), "<=", 8.0),
+    ("error feedback's reads under the guarantee (the scan reads x, e; the write pass reads them again), "
+     "d = 1e7, goal of k = 0.1%: (ReadPair + ErrorFeedbackPass) / ErrorFeedbackPass",
+     lambda r: _sum_ratio(r, [("ReadPair", (10000000,)), ("ErrorFeedbackPass", (10000000,))],
+                          ("ErrorFeedbackPass", (10000000,))), "<=", 1.8),
+    ("... d = 1e8",
+     lambda r: _sum_ratio(r, [("ReadPair", (100000000,)), ("ErrorFeedbackPass", (100000000,))],
+                          ("ErrorFeedbackPass", (100000000,))), "<=", 1.8),
+]
+
+
+def bound_rows(results):
+    """One row per bound: its value, its row's goal, and whether the goal lies beyond it."""
+    rows = []
+    for label, measure, op, goal in BOUNDS:
+        value = measure(results)
+        if value is None:
+            rows.append(f"| {label} | n/a | {op} {goal:g} | n/a |")
+            continue
+        within = value <= goal if op == "<=" else value >= goal
+        rows.append(f"| {label} | {value:.3g} | {op} {goal:g} | {'yes' if within else 'no'} |")
+    return rows
 
 
 def _torch_ratio(results, args):
@@ -298,6 +343,10 @@ def main():
     print("| row | measured | goal | met |")
     print("|---|--:|--:|:-:|")
     print("\n".join(goal_rows(args, results)))
+    print("\nbounds of the goal rows, measured in this run (no: the goal lies beyond the bound):")
+    print("| bound | measured | its row's goal | goal within the bound |")
+    print("|---|--:|--:|:-:|")
+    print("\n".join(bound_rows(results)))
     for line in slower:
         print(f"\nWARNING: {line}")
     return 0
