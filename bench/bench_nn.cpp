@@ -7,7 +7,8 @@
 // BM_Inference_<model>/<batch> (model::logits, the inference path) beside its baseline
 // BM_TrainForward_<model>/<batch> (model::loss, the training forward pass that keeps every
 // activation). bench/peers/torch_cnn.py times the same cnn in PyTorch; bench/ratios.py puts the
-// two side by side. BENCHMARK_MAIN lives in bench_compress.cpp.
+// two side by side. BM_GemmCnn/<i> times the cnn's five products one sample at a time, each at
+// the shape its layer calls, with the same counters. BENCHMARK_MAIN lives in bench_compress.cpp.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -161,6 +162,62 @@ void forward(benchmark::State& state, const std::string& name, bool inference) {
   state.SetLabel(nn::detail::simd_name(nn::detail::simd_supported()));
 }
 
+// --- the cnn's products, one sample each, as its layers call gemm() ----------------------------
+// conv1: 1 -> 16 channels, 3x3, pad 1, 28x28 (R = 9 < 16 outputs: im2col columns, P = 784);
+// conv2: 16 -> 32 channels, 3x3, pad 1, 14x14 (R = 144: shifted windows of the zero-padded 16x16
+// planes, 14 rows of 16 columns computed for 14 of 14 outputs each). Counters: GFLOP (per second)
+// counts every product the call computes, peak is that over fma_peak(), useful the fraction of
+// those products that land in an output (the windows' extra columns do not).
+struct gemm_shape {
+  const char* name;
+  std::size_t m, n, k, a_row, ldb, ldc;
+  int windows;  // 0: B is a matrix (ldb); 1: B's rows are windows of 16 padded 16x16 planes
+                // (conv2 forward); 2: of 32 (conv2's input gradient, the full convolution)
+  nn::detail::gemm_init init;
+  double useful;
+};
+
+constexpr gemm_shape cnn_gemms[] = {
+    {"conv1 forward (W cols)", 16, 784, 9, 9, 784, 784, 0, nn::detail::gemm_init::row_bias, 1.0},
+    {"conv1 weight gradient (cols dY^T)", 9, 16, 784, 784, 16, 16, 0, nn::detail::gemm_init::accumulate, 1.0},
+    {"conv2 forward (W windows)", 32, 224, 144, 144, 0, 224, 1, nn::detail::gemm_init::row_bias, 196.0 / 224.0},
+    {"conv2 weight gradient (cols dY^T)", 144, 32, 196, 208, 32, 32, 0, nn::detail::gemm_init::accumulate, 1.0},
+    {"conv2 input gradient (Wf windows of dY)", 16, 224, 288, 288, 0, 224, 2, nn::detail::gemm_init::zero,
+     196.0 / 224.0},
+};
+
+void BM_GemmCnn(benchmark::State& state) {
+  const gemm_shape& s = cnn_gemms[state.range(0)];
+  nn::normal_rng rng(3);
+  std::vector<float> a(s.m * s.a_row + 64), b(std::max<std::size_t>(s.k * s.ldb, 32 * 256) + 256), c(s.m * s.ldc + 64),
+      bias(s.m);
+  for (float& v : a) v = static_cast<float>(rng.normal());
+  for (float& v : b) v = static_cast<float>(rng.normal());
+  std::vector<const float*> rows(s.k);
+  nn::detail::gemm_args<float> g;
+  g.a = a.data(), g.a_row = s.a_row, g.a_col = 1;
+  g.b_padded = true;
+  g.c = c.data(), g.ldc = s.ldc;
+  g.m = s.m, g.n = s.n, g.k = s.k;
+  g.init = s.init, g.bias = bias.data();
+  if (s.windows) {  // row (ch, i, j) = plane ch at row i, column j, as conv2d's windows
+    for (std::size_t r = 0; r < s.k; ++r) rows[r] = b.data() + (r / 9) * 256 + (r % 9 / 3) * 16 + r % 3;
+    g.b_rows = rows.data();
+  } else {
+    g.b = b.data(), g.ldb = s.ldb;
+  }
+  for (auto _ : state) {
+    nn::detail::gemm(g);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
+  state.counters["GFLOP"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak"] = benchmark::Counter(flops / fma_peak(), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["useful"] = s.useful;
+  state.SetLabel(std::string(s.name) + ", " + nn::detail::simd_name(nn::detail::simd_supported()));
+}
+
 void BM_TrainStep_mlp(benchmark::State& state) { train_step(state, "mlp"); }
 void BM_TrainStep_cnn(benchmark::State& state) { train_step(state, "cnn"); }
 void BM_TrainStep_cnn_evonorm(benchmark::State& state) { train_step(state, "cnn_evonorm"); }
@@ -175,3 +232,4 @@ BENCHMARK(BM_TrainStep_cnn)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrainStep_cnn_evonorm)->Arg(32)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Inference_cnn)->Arg(2000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrainForward_cnn)->Arg(256)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GemmCnn)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);

@@ -9,7 +9,7 @@
 
 #define SPARSEPUSH_VERSION_MAJOR 0
 #define SPARSEPUSH_VERSION_MINOR 3
-#define SPARSEPUSH_VERSION_PATCH 5
+#define SPARSEPUSH_VERSION_PATCH 6
 
 /// A read prefetch hint (nothing where the compiler offers none).
 #if defined(__GNUC__) || defined(__clang__)
