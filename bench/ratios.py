@@ -153,17 +153,23 @@ BOUNDS = [
 ]
 
 
-def bound_rows(results):
-    """One row per bound: its value, its row's goal, and whether the goal lies beyond it."""
+def _marked_rows(table, measure_of, yes, no):
+    """One markdown row per (label, measure, op, goal) of table: the value measure_of(measure)
+    gives (n/a when None), the goal, and `yes` or `no` as the value meets it."""
     rows = []
-    for label, measure, op, goal in BOUNDS:
-        value = measure(results)
+    for label, measure, op, goal in table:
+        value = measure_of(measure)
         if value is None:
             rows.append(f"| {label} | n/a | {op} {goal:g} | n/a |")
             continue
-        within = value <= goal if op == "<=" else value >= goal
-        rows.append(f"| {label} | {value:.3g} | {op} {goal:g} | {'yes' if within else 'no'} |")
+        met = value <= goal if op == "<=" else value >= goal
+        rows.append(f"| {label} | {value:.3g} | {op} {goal:g} | {yes if met else no} |")
     return rows
+
+
+def bound_rows(results):
+    """One row per bound: its value, its row's goal, and whether the goal lies within it."""
+    return _marked_rows(BOUNDS, lambda measure: measure(results), "yes", "no")
 
 
 def _torch_ratio(results, args):
@@ -183,15 +189,7 @@ def _summary(args, f):
 
 def goal_rows(args, results):
     """One row per goal: what was measured, the goal and whether it is met."""
-    rows = []
-    for label, measure, op, goal in GOALS:
-        value = measure(results, args)
-        if value is None:
-            rows.append(f"| {label} | n/a | {op} {goal:g} | n/a |")
-            continue
-        met = value <= goal if op == "<=" else value >= goal
-        rows.append(f"| {label} | {value:.3g} | {op} {goal:g} | {'✓' if met else '✗'} |")
-    return rows
+    return _marked_rows(GOALS, lambda measure: measure(results, args), "✓", "✗")
 
 
 TORCH_PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "torch_cnn.py")
