@@ -124,10 +124,14 @@ int main(int argc, char** argv) {
   const auto phases = sp::scsp_phases(sp::parse_compressor("top-k:0.01"), /*eta*/ 0.01,
                                       rounds, final_rounds);          // then uncompressed gossip
   sp::sparse_push<double> scsp(x0, schedule, phases, {.threads = 2});
-  sp::train<double>(scsp, f, rounds + final_rounds, lr, [](const sp::round_report& r) {
-    std::printf("round %5u: divergence %.2e, %.2f MB sent, %.1fx less than fp32\n", r.round + 1,
-                r.parameter_divergence, static_cast<double>(r.bytes_sent) / 1e6, r.comm_ratio);
-  }, /*every*/ 1000);
+  for (std::uint32_t t = 0; t < rounds + final_rounds; ++t) {
+    scsp.round(t, f, lr(t));
+    if ((t + 1) % 1000 == 0 || t + 1 == rounds + final_rounds) {  // every 1000 rounds and the last
+      const sp::round_report r = sp::report<double>(scsp, t);
+      std::printf("round %5u: divergence %.2e, %.2f MB sent, %.1fx less than fp32\n", r.round + 1,
+                  r.parameter_divergence, static_cast<double>(r.bytes_sent) / 1e6, r.comm_ratio);
+    }
+  }
   // [readme-train-end]
 
   std::printf("\ndistributed least squares: %zu nodes, d = %zu (double: identity sends fp64, ratio 0.5 vs fp32), 100 rows each, heterogeneity %g, %u rounds\n\n",
@@ -135,7 +139,7 @@ int main(int argc, char** argv) {
   std::printf("| algorithm | schedule | rel. error of averaged model | parameter divergence | MB sent | comm ratio |\n");
   std::printf("|---|---|---|---|---|---|\n");
   auto row = [&](const char* name, const char* sched, auto&& alg, std::uint32_t r) {
-    sp::train<double>(alg, f, r, lr);
+    for (std::uint32_t t = 0; t < r; ++t) alg.round(t, f, lr(t));
     const auto rep = sp::report<double>(alg, r - 1);
     std::printf("| %s | %s | %.2e | %.2e | %.3f | %.1f |\n", name, sched, pb.error(alg), rep.parameter_divergence,
                 static_cast<double>(rep.bytes_sent) / 1e6, rep.comm_ratio);

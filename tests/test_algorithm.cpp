@@ -247,7 +247,7 @@ TEST_CASE("every algorithm reaches the least-squares optimum", "[algorithm]") {
     const auto expo = parse_schedule("exponential", n);
     const auto ring = parse_schedule("undirected-ring", n);
     auto check = [&](const char* name, auto&& alg, double tol) {
-      train<double>(alg, f, rounds, lr);
+      for (std::uint32_t t = 0; t < rounds; ++t) alg.round(t, f, lr(t));
       const double err = ls.averaged_model_error(alg);
       INFO(name << " n=" << n << " error " << err);
       REQUIRE(err < tol);
@@ -275,16 +275,19 @@ TEST_CASE("non-IID: top-1% SP keeps nodes apart, SCSP's final phase closes the g
   sparse_push<double> sgp(x0, expo, sgp_phases());
   sparse_push<double> sp(x0, expo, sparse_push_phases(parse_compressor("top-k:0.01"), 0.01));
   sparse_push<double> scsp(x0, expo, scsp_phases(parse_compressor("top-k:0.01"), 0.01, 1500, 40));
-  train<double>(sgp, f, 1500, lr);
-  train<double>(sp, f, 1500, lr);
-  train<double>(scsp, f, 1500, lr);
+  auto run = [&](auto& alg, std::uint32_t first, std::uint32_t rounds) {
+    for (std::uint32_t t = first; t < first + rounds; ++t) alg.round(t, f, lr(t));
+  };
+  run(sgp, 0, 1500);
+  run(sp, 0, 1500);
+  run(scsp, 0, 1500);
   const double d_sgp = report<double>(sgp, 0).parameter_divergence;
   const double d_sp = report<double>(sp, 0).parameter_divergence;
   const double d_scsp_before = report<double>(scsp, 0).parameter_divergence;
   REQUIRE(d_sp > 10 * d_sgp);
   REQUIRE(d_scsp_before == Approx(d_sp));  // identical so far: same phase, same data
   const double err_before = ls.averaged_model_error(scsp);
-  train<double>(scsp, f, 40, lr, {}, 1, 1500);  // final uncompressed gossip, no local step
+  run(scsp, 1500, 40);  // final uncompressed gossip, no local step
   REQUIRE(report<double>(scsp, 0).parameter_divergence < 1e-6);
   REQUIRE(ls.averaged_model_error(scsp) == Approx(err_before).epsilon(1e-9));  // averaging keeps the mean
   REQUIRE(scsp.phases().at(1500).name == "final-gossip");

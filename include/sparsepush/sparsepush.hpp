@@ -41,7 +41,7 @@
 #include "algorithm/sparse_push.hpp"
 #include "algorithm/choco.hpp"
 #include "algorithm/centralized.hpp"
-#include "algorithm/trainer.hpp"
+#include "algorithm/report.hpp"
 #include "data/partition.hpp"
 #include "data/shard.hpp"
 #include "train/settings.hpp"

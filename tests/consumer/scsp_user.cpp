@@ -58,7 +58,7 @@ int main() {
                                                std::span<double> g) {
     for (std::size_t l = 0; l < d; ++l) g[l] = x[l] - target(i, l);
   };
-  sp::train<double>(scsp, grad, compressed + final_rounds, [](std::uint32_t t) { return 0.5 / (1.0 + t / 20.0); });
+  for (std::uint32_t t = 0; t < compressed + final_rounds; ++t) scsp.round(t, grad, 0.5 / (1.0 + t / 20.0));
   // every node holds the same model after the exact rounds, and it is the optimum
   double worst = 0, spread = 0;
   const params m0 = scsp.model(0);

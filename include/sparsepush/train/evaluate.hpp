@@ -21,7 +21,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../algorithm/trainer.hpp"
+#include "../algorithm/report.hpp"
 #include "../detail/bytes.hpp"
 #include "../tensor.hpp"
 #include "process_group.hpp"

@@ -1,25 +1,26 @@
-// sparsepush/algorithm/trainer.hpp: a training loop independent of any ML backend. Given a
-// decentralized algorithm (sparse_push, choco, centralized), the nodes' gradient oracles and a
-// learning-rate schedule, run R rounds and report, as asked: parameter divergence
-// (1/n) sum_i ||xh_i - mean(xh)||_2, bytes sent, and the communication ratio
+// sparsepush/algorithm/report.hpp: what every decentralized algorithm (sparse_push, choco,
+// centralized) offers its caller, and the metrics of one after a round: the parameter divergence
+// (1/n) sum_i ||xh_i - mean(xh)||_2, the bytes sent, and the communication ratio
 // (4 d messages) / (bytes actually sent).
 #pragma once
 
+#include <concepts>
+#include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "centralized.hpp"
-#include "choco.hpp"
+#include "../config.hpp"
+#include "../tensor.hpp"
+#include "metrics.hpp"
 #include "oracle.hpp"
-#include "sparse_push.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
 
-/// What every algorithm offers the trainer: rounds, sizes, node i's model (as a flat tensor of
-/// element type T, and written into a span), state and byte counts.
+/// What every algorithm offers: rounds, sizes, node i's model (as a flat tensor of element type
+/// T, and written into a span), state and byte counts.
 template <class A, class T>
 concept decentralized_algorithm = requires(A& a, const A& ca, std::uint32_t t, const gradient_oracle<T>& f,
                                            double gamma, std::span<T> out) {
@@ -61,21 +62,6 @@ round_report report(const A& a, std::uint32_t round) {
   std::vector<std::vector<T>> models(a.num_nodes(), std::vector<T>(a.dim()));
   for (std::size_t i = 0; i < a.num_nodes(); ++i) a.model(i, std::span<T>(models[i]));
   return round_report::of(round, parameter_divergence(models), a.bytes_sent(), a.full_precision_bytes());
-}
-
-/// Run rounds [first, first + rounds) with learning rate lr(t); on_round(report) every `every`
-/// rounds and after the last.
-template <tensor_element T, class A>
-  requires decentralized_algorithm<A, T>
-void train(A& a, const gradient_oracle<T>& oracle, std::uint32_t rounds,
-           const std::function<double(std::uint32_t)>& lr,
-           const std::function<void(const round_report&)>& on_round = {}, std::uint32_t every = 1,
-           std::uint32_t first = 0) {
-  for (std::uint32_t t = first; t < first + rounds; ++t) {
-    a.round(t, oracle, lr(t));
-    if (on_round && ((t + 1 - first) % std::max<std::uint32_t>(every, 1) == 0 || t + 1 == first + rounds))
-      on_round(report<T>(a, t));
-  }
 }
 
 }  // namespace v0

@@ -1,0 +1,168 @@
+// sparsepush/train/types.hpp: the values a training run is made of: the user's side of it
+// (local_training), how long and how it goes (trainer_options), where it stands after a round
+// (round_status), what a front end hooks into the loop (trainer_callbacks), its result
+// (train_result) and the usual guard against divergence (default_divergence_guard).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../algorithm/report.hpp"
+#include "../checkpoint.hpp"
+#include "../clock.hpp"
+#include "evaluate.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// The user's side of training, for the nodes this process runs (node indices are the run's).
+template <tensor_element T>
+struct local_training {
+  /// Write node `node`'s direction p_i for round `round` at `model` into `direction` and return
+  /// the minibatch loss. `worker` in [0, alg.workers()) names the calling thread: scratch kept
+  /// per worker needs no lock. Called concurrently for different nodes.
+  std::function<double(std::size_t worker, std::uint32_t node, std::uint32_t round, std::span<const T> model,
+                       std::span<T> direction)>
+      step;
+  /// Node `node`'s direction buffer (d elements; e.g. its momentum buffer): step writes it, the
+  /// round reads it.
+  std::function<std::span<T>(std::uint32_t node)> direction;
+  /// The test accuracy of a model; `final` marks the last evaluation of the run.
+  std::function<double(std::size_t worker, std::span<const T> model, bool final)> accuracy;
+  /// Checkpoint the backend's state of this process's nodes (data order, optimizer).
+  std::function<void(checkpoint_writer&)> save;
+  /// Read what save wrote and check it, changing nothing; return what applies it.
+  std::function<std::function<void()>(checkpoint_reader&)> restore;
+  /// Called once after the last round with a local step when rounds without one follow (SCSP's
+  /// final gossip): optimizer state may be freed.
+  std::function<void()> training_ended;
+};
+
+/// How long and how a run goes.
+///
+/// Checkpoints kept in a directory: the manifest's round (the latest complete checkpoint) and the
+/// one before it; older ones are removed once a newer one is complete. One more is kept: a run
+/// that resumed from round R of its own checkpoint directory never removes round R's files, so
+/// the same resume can be repeated with resume_round = R even after the manifest moved on. The
+/// directory is locked (DIR/lock, see checkpoint_directory::lock) from start_round() to the end
+/// of run(): a second run on it is refused while the first is alive.
+struct trainer_options {
+  std::uint32_t rounds = 0;          ///< rounds of the run
+  std::uint32_t train_rounds = 0;    ///< rounds that may take a local step (0: all of them)
+  std::function<double(std::uint32_t)> lr;  ///< learning rate of round t
+  std::uint32_t eval_every = 0;      ///< rounds between evaluations (0: about 10 a run)
+  std::size_t eval_threads = 1;      ///< threads that test models
+  std::string checkpoint_dir;        ///< checkpoints go there (empty: none)
+  std::uint32_t checkpoint_every = 0;  ///< rounds between checkpoints (0: at every evaluation)
+  std::string resume_dir;            ///< continue the run checkpointed there (empty: start at round 0)
+  /// The round to resume from: 0 is the manifest's (the latest); R is exactly round R, a round
+  /// the directory still holds (the one before the latest, or one a run resumed from), not newer
+  /// than the manifest's.
+  std::uint32_t resume_round = 0;
+  run_clock::time_point start = run_clock::now();  ///< for wall_seconds (simulated seconds under SMPI)
+  /// How evaluations sum the models over the processes (evaluate.hpp): ordered (the bits of one
+  /// process) or allreduce (fewer bytes on a slow link).
+  sparsepush::eval_reduction eval_reduction = sparsepush::eval_reduction::ordered;
+};
+
+/// Where a run stands after a round; the metrics are those of the last evaluation.
+///
+/// The mean loss needs every node's loss. One process has them after every round; a group of
+/// several processes would need a collective per round for them, a barrier that sets every rank
+/// to the slowest one's pace, so it gathers them only at the rounds where the processes meet
+/// anyway: evaluations (the last round is one) and checkpoints. `loss_known` says which.
+struct round_status {
+  std::uint32_t round = 0;      ///< rounds done (t + 1)
+  std::uint32_t rounds = 0;
+  /// mean minibatch loss over every node in this round when loss_known; otherwise the last mean
+  /// known (0 before the first), the same on every process
+  double loss = 0.0;
+  /// the run's first mean loss (of its first round, gathered with the first known loss); valid
+  /// whenever loss_known is, 0 before
+  double first_loss = 0.0;
+  /// `loss` is this round's mean over every node: every round in one process; over more than one
+  /// process, at evaluations and checkpoints only
+  bool loss_known = false;
+  bool evaluated = false;       ///< the metrics below are from this round
+  evaluation eval;
+  round_report report;          ///< bytes over every process (at the last evaluation)
+  std::size_t bytes_now = 0;    ///< bytes sent so far (this process's, between evaluations under MPI)
+  double wall_seconds = 0.0;    ///< since trainer_options::start
+};
+
+/// What the front end hooks into the loop.
+struct trainer_callbacks {
+  /// After every round: a reason to stop (the run ends as diverged), or nothing. Under MPI every
+  /// process sees the same status, so every process decides alike; its loss is this round's only
+  /// where loss_known (over several processes: at evaluations and checkpoints).
+  std::function<std::optional<std::string>(const round_status&)> guard;
+  /// After every round (and the guard): progress, logs.
+  std::function<void(const round_status&)> progress;
+  /// After a resumed run has restored its checkpoint, before its first round.
+  std::function<void(std::uint32_t round)> resumed;
+  /// Once per run(), before its first round `round` (0, or the round resumed at): after a
+  /// resume's checkpoint was read, checked and applied (and after `resumed`). A failed resume
+  /// never gets here, so a front end that opens its outputs here leaves them untouched.
+  std::function<void(std::uint32_t round)> started;
+  /// Before a checkpoint is written (e.g. flush a log that resume keeps up to that round).
+  std::function<void(std::uint32_t round)> before_checkpoint;
+};
+
+/// The result of a run, the same on every process.
+struct train_result {
+  bool diverged = false;
+  std::string reason;                 ///< the guard's reason when diverged
+  std::uint32_t resumed_at = 0;       ///< the round the run started at
+  std::uint32_t rounds_done = 0;
+  /// the run's first and last mean loss (the last known: a run the guard stopped between the
+  /// gathers of several processes reports the one before; first_loss is 0 if none was gathered)
+  double first_loss = 0.0, loss = 0.0;
+  evaluation eval;                    ///< the last evaluation
+  round_report report;                ///< bytes of every process at the last evaluation
+  std::optional<std::size_t> bytes_after_training;  ///< bytes sent in the rounds without local step (carried over a resume)
+  std::size_t messages_sent = 0, messages_dropped = 0;  ///< every process's
+  std::optional<double> weight_mass;  ///< sum_i u_i over every node, in node order (push-sum only)
+  /// The bytes of state this process's first node holds at the end: its buffers' capacity, which
+  /// depends on the rounds this process ran (not carried over a resume, as the times)
+  std::size_t state_bytes_per_node = 0;
+  double train_seconds = 0.0;         ///< inside rounds (carried over a resume)
+  double eval_seconds = 0.0;          ///< inside evaluations (carried over a resume)
+  /// Every node's count of local steps, in node order (carried over a resume). Lockstep: the
+  /// training rounds; the asynchronous policy over several processes: each node's own count,
+  /// which together make n x the training rounds (the global step budget) or a little more.
+  std::vector<std::uint64_t> steps_per_node;
+  /// The largest staleness mixed by any node (receiver's round - sender's round; 0 in lockstep).
+  std::uint32_t max_staleness = 0;
+  /// Seconds each process's rounds spent receiving (waiting for envelopes and decoding them), by
+  /// rank (not carried over a resume, as the times).
+  std::vector<double> wait_seconds_per_rank;
+};
+
+/// The stop a guard can give for the usual failure: a mean loss that is not finite or grew past
+/// 10 x its first value + 10 (on rounds whose loss is known: every round in one process, the
+/// evaluations and checkpoints over several), or (at an evaluation) a divergence not finite or
+/// past 1e6. The guard is asked after the round's loss and again after an evaluation.
+inline std::optional<std::string> default_divergence_guard(const round_status& s) {
+  auto g = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  if (s.loss_known && (!std::isfinite(s.loss) || s.loss > 10 * s.first_loss + 10))
+    return "training diverged at round " + std::to_string(s.round - 1) + " (mean loss " + g(s.loss) +
+           ", started at " + g(s.first_loss) + ")";
+  if (s.evaluated && (!std::isfinite(s.report.parameter_divergence) || s.report.parameter_divergence > 1e6))
+    return "node models drifted apart at round " + std::to_string(s.round - 1) + " (divergence " +
+           g(s.report.parameter_divergence) + ")";
+  return std::nullopt;
+}
+
+}  // namespace v0
+}  // namespace sparsepush
