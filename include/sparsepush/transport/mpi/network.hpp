@@ -1,0 +1,509 @@
+// sparsepush/transport/mpi/network.hpp: nodes on MPI ranks (optional component sparsepush::mpi):
+// mpi_network, n nodes over a communicator, and mpi_endpoint, one node's link to it. The members
+// of a round are defined by concern in detail/: the send queue, the lockstep collect and the
+// deferred mode's inbox; below the includes, how the network places nodes, tags frames and waits.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../../clock.hpp"
+#include "../../gossip/policy.hpp"
+#include "../endpoint.hpp"
+#include "detail/shims.hpp"
+#include "options.hpp"
+
+// Placement: the n nodes are cut into contiguous blocks, rank r hosting
+// [r*b + min(r, e), ...) with b = n / R and e = n % R (the first e ranks host one more).
+// An envelope to a node on another rank travels as exactly its frame, the 24-byte envelope
+// header then encode(q) (endpoint.hpp), in one nonblocking send whose tag carries the round
+// and the receiver (tag = (round mod M) * B + receiver's index in its block, B the largest block).
+// The byte ledger counts every frame between nodes, on one rank or across, so summaries match an
+// in-process run. Two-sided point-to-point only, no blocking send, no collective in a round.
+// Two modes, chosen by mpi_options::policy (gossip/policy.hpp):
+//  * lockstep (the default): MPI_Isend; collect(round) sizes each message with MPI_Improbe /
+//    MPI_Mrecv on its tag and expects exactly its in-neighbours of that round, as the schedule
+//    says. Edges between nodes on one rank never touch MPI (the message is passed by reference,
+//    as loopback's by_reference mode: the ranks' drivers run their nodes in lockstep).
+//  * deferred (every other policy; gossip/policy.hpp, asynchronous and overlapped push-sum): a
+//    node mixes envelopes of earlier rounds, so post() copies a delivery on its own rank into the
+//    receiver's pending list, and sends the others with MPI_Issend (complete once the receiver has
+//    matched it). A sender keeps at most policy.inbox_rounds() = W unmatched envelopes per receiver;
+//    posting one more waits (receiving meanwhile) up to the timeout. take() receives whatever has
+//    arrived for this rank's nodes (MPI_Improbe(ANY_SOURCE, ANY_TAG) + MPI_Imrecv, so that a large
+//    frame whose sender is computing never blocks the receiver: the receiver from the tag, the
+//    round and sender from the header, checked against the tag and the source rank) into per-node
+//    pending lists, and hands over a node's envelopes of rounds <= upto, ascending by (round,
+//    sender); it waits only for the envelopes it must have, and checks liveness on the ones it
+//    expects. (Over TCP a large frame still moves only while its sender's rank calls MPI, unless
+//    the MPI has a progress thread: Open MPI's --mca btl_tcp_progress_thread 1.) Every wait loop
+//    (take, the window, finish, wait) receives too, so that ranks waiting on each other progress.
+//    W must be below M (no two rounds of one window share a tag). The pending lists are bounded
+//    by what arrives between a node's takes, not by W: a receiver that takes only rounds <= its
+//    own while its senders run ahead keeps their later rounds (see largest_pending()).
+// Waiting blocks, it does not poll: every wait loop tests, then sleeps with a backoff (20 us,
+// doubling up to 1 ms), its deadline taken from MPI_Wtime (under SimGrid's SMPI both are simulated
+// time: clock.hpp; there the duplications block, see mpi_comm_idup). MPI errors are returned
+// (MPI_ERRORS_RETURN on a private duplicate of the communicator) and thrown as mpi_error naming the
+// rank, round and peer; a missing envelope becomes a transport_error after a timeout. Every wait
+// on other ranks has that timeout: the communicator's duplication (MPI_Comm_idup), agree(),
+// finish(), posted_rounds() here, and, through wait(), the collectives of train/mpi.hpp (a stopped
+// rank must end the job, not hang it in a collective). agree() checks at start that every rank
+// runs the same settings. All MPI calls of a network must come from one thread
+// (MPI_THREAD_FUNNELED).
+
+namespace sparsepush {
+inline namespace v0 {
+
+class mpi_network;
+
+/// Node `node`'s endpoint on an MPI network (a handle; the network must outlive it).
+using mpi_endpoint = network_endpoint<mpi_network>;
+
+/// n nodes on the ranks of a communicator; see the header comment. The ledger (of this rank's
+/// nodes), loss and checkpoint queries (bytes_sent, messages_dropped, lost, save, ...) are
+/// network_accounting's.
+class mpi_network : public network_accounting {
+ public:
+  /// The nodes of a run of n nodes over `comm` (duplicated, a collective call that waits at most
+  /// the timeout for the other ranks; MPI must be initialized).
+  mpi_network(MPI_Comm comm, std::size_t n, mpi_options opt = {})
+      : network_accounting(n, opt.drop_probability, opt.seed), opt_(opt) {
+    if (opt.timeout.count() <= 0)
+      throw config_error("MPI timeout must be positive (got " + std::to_string(opt.timeout.count()) + " ms)");
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) throw config_error("MPI is not initialized: call MPI_Init_thread before building an mpi_network");
+    MPI_Comm_rank(comm, &rank_);  // for the messages of the checks and the duplication
+    MPI_Comm_size(comm, &size_);
+    const std::size_t r = static_cast<std::size_t>(size_);
+    base_ = n / r;
+    extra_ = n % r;
+    block_max_ = base_ + (extra_ ? 1 : 0);
+    if (block_max_ == 0) block_max_ = 1;
+    void* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
+    const long tag_ub = flag ? *static_cast<int*>(ub) : 32767;
+    rounds_mod_ = static_cast<std::uint32_t>(std::min<long>(tag_ub / static_cast<long>(block_max_), 1L << 20));
+    if (rounds_mod_ < 4)
+      throw config_error("MPI tag range " + std::to_string(tag_ub) + " is too small for blocks of " +
+                         std::to_string(block_max_) + " nodes per rank; use more ranks");
+    if (!opt.policy.lockstep() && opt.policy.inbox_rounds() >= rounds_mod_)
+      throw config_error(
+          "wait policy " + to_string(opt.policy) + " holds " + std::to_string(opt.policy.inbox_rounds()) +
+          " rounds of envelopes per in-neighbour, but MPI's tags (upper bound " + std::to_string(tag_ub) +
+          ", blocks of " + std::to_string(block_max_) + " nodes per rank) tell only " + std::to_string(rounds_mod_) +
+          " rounds apart; use a smaller window or more ranks");
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(detail::mpi_comm_idup(comm, &comm_, &req), "MPI_Comm_idup", -1, -1);
+    wait(req, "the duplication of the network's communicator (MPI_Comm_idup; every rank must build its mpi_network)");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    first_ = first_of(rank_);
+    local_ = first_of(rank_ + 1) - first_;
+    host(first_, local_);
+    local_box_.resize(local_);
+    window_ = opt.policy.inbox_rounds();
+    inboxes_.resize(local_);
+    posted_.assign(local_, 0);
+    deferred_ = !opt.policy.lockstep();  // last: wait() receives only once this is set
+  }
+  ~mpi_network() {
+    for (auto& s : sends_)
+      if (s.req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&s.req);
+        MPI_Request_free(&s.req);
+      }
+    for (auto& r : receiving_) {  // only after an error (a drain completes them): MPI may still write
+      int done = 0;
+      MPI_Test(&r.req, &done, MPI_STATUS_IGNORE);
+      if (done) continue;
+      MPI_Request_free(&r.req);
+      new std::vector<std::byte>(std::move(r.buf));  // its buffer is left to MPI (leaked)
+    }
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  mpi_network(const mpi_network&) = delete;
+  mpi_network& operator=(const mpi_network&) = delete;
+
+  /// The block of nodes on this rank: [first_node(), first_node() + local_nodes()).
+  std::uint32_t first_node() const noexcept { return static_cast<std::uint32_t>(first_); }
+  std::size_t local_nodes() const noexcept { return local_; }
+  int rank() const noexcept { return rank_; }
+  int ranks() const noexcept { return size_; }
+  MPI_Comm comm() const noexcept { return comm_; }
+  /// The rank hosting node i.
+  int owner(std::uint32_t i) const noexcept {
+    const std::size_t big = extra_ * (base_ + 1);
+    return static_cast<int>(i < big ? i / (base_ + 1) : extra_ + (i - big) / (base_ ? base_ : 1));
+  }
+  bool is_local(std::uint32_t i) const noexcept { return i >= first_ && i < first_ + local_; }
+
+  mpi_endpoint endpoint(std::uint32_t node) {
+    if (!is_local(node))
+      throw config_error("MPI rank " + std::to_string(rank_) + " hosts nodes [" + std::to_string(first_) + ", " +
+                         std::to_string(first_ + local_) + "), not node " + std::to_string(node));
+    return mpi_endpoint(*this, node);
+  }
+
+  /// Every rank checks that all ranks run with the same settings (node count, dimension,
+  /// schedule, phases, seed, compressor, ... as one string). A mismatch throws config_error on
+  /// every rank, naming the ranks that differ; a rank that never arrives, transport_error.
+  void agree(std::string_view settings) {
+    // members, not locals: a handshake that timed out cannot be cancelled and may still write
+    agree_mine_ = settings_hash(settings);
+    auto& all = agree_all_;
+    all.assign(static_cast<std::size_t>(size_), 0);
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(detail::mpi_iallgather(&agree_mine_, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &req, !deferred_), "MPI_Iallgather", -1,
+          -1);
+    wait(req, "the settings handshake");
+    std::string differ;
+    for (int r = 0; r < size_; ++r)
+      if (all[static_cast<std::size_t>(r)] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+    if (!differ.empty())
+      throw config_error("MPI ranks disagree on the settings: rank(s) " + differ +
+                         " differ from rank 0 (node count, dimension, schedule, phases, seed and compressor "
+                         "must be the same on every rank); this is rank " + std::to_string(rank_));
+  }
+
+  /// Wait (up to the timeout) until every frame this rank sent has left; call before
+  /// MPI_Finalize. A frame still pending then is a transport_error naming its round and receiver.
+  /// In the deferred mode a frame has left once its receiver matched it, and this rank keeps
+  /// receiving while it waits (finish_sends() is the same wait).
+  void finish() {
+    const double t0 = MPI_Wtime(), limit = timeout_seconds();
+    detail::mpi_backoff pause;
+    for (;;) {
+      progress_sends();
+      if (sends_.empty()) return;
+      if (MPI_Wtime() - t0 > limit) {
+        const auto& s = sends_.front();
+        throw transport_error("rank " + std::to_string(rank_) + ": the envelope of round " + std::to_string(s.round) +
+                              " to node " + std::to_string(s.to) + " (rank " + std::to_string(owner(s.to)) +
+                              ") was not taken within " + std::to_string(opt_.timeout.count()) + " ms");
+      }
+      if (receive_arrived()) pause.reset();
+      else pause.pause();
+    }
+  }
+  /// The drain's wait for this rank's sends: until every envelope it sent has been received (the
+  /// deferred mode: matched), at most the timeout; see finish().
+  void finish_sends() { finish(); }
+
+  /// For every node of the run, the number of rounds it posted (its next round), from `mine`, this
+  /// rank's nodes' counts in node order: one MPI_Iallgatherv on the network's communicator, waited
+  /// with wait() (the timeout; receiving meanwhile in the deferred mode). Every rank calls it (the
+  /// drain); a rank that does not arrive within the timeout is a transport_error.
+  std::vector<std::uint32_t> posted_rounds(std::span<const std::uint32_t> mine) {
+    if (mine.size() != local_)
+      throw size_error("posted_rounds: " + std::to_string(mine.size()) + " counts for the " + std::to_string(local_) +
+                       " nodes of rank " + std::to_string(rank_));
+    if (rounds_counts_.empty())
+      for (int q = 0; q < size_; ++q) {
+        rounds_displs_.push_back(static_cast<int>(first_of(q)));
+        rounds_counts_.push_back(static_cast<int>(first_of(q + 1) - first_of(q)));
+      }
+    // members, not locals: a gather that timed out cannot be cancelled and may still write
+    rounds_mine_.assign(mine.begin(), mine.end());
+    rounds_all_.assign(num_nodes(), 0);
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Iallgatherv(rounds_mine_.data(), static_cast<int>(local_), MPI_UINT32_T, rounds_all_.data(),
+                          rounds_counts_.data(), rounds_displs_.data(), MPI_UINT32_T, comm_, &req),
+          "MPI_Iallgatherv", -1, -1);
+    wait(req, "the exchange of the rounds every node posted (the drain's MPI_Iallgatherv)");
+    return rounds_all_;
+  }
+
+  /// Wait until the requests `reqs` (nonblocking calls on this network's communicator or one
+  /// duplicated from it) complete, at most the network's timeout: then throw transport_error
+  /// naming this rank, `what` and the timeout. The requests stay active after a throw (a
+  /// collective cannot be cancelled): their buffers must outlive them, and the communicator is
+  /// out of step, so end the job (MPI_Abort). In the deferred mode it receives envelopes while it
+  /// waits (a peer blocked on its window to this rank proceeds). Allocates nothing unless it
+  /// throws or receives an envelope beyond the buffers of earlier rounds.
+  void wait(std::span<MPI_Request> reqs, std::string_view what) {
+#ifdef SPARSEPUSH_SMPI
+    // Under SMPI a lockstep wait, which receives nothing meanwhile, blocks: every poll is a context
+    // switch of the simulator, and polls every millisecond of simulated time on every rank cost more
+    // host time than the run (the evaluations' collectives over hundreds of ranks). A rank that never
+    // arrives is a deadlock, which SimGrid reports and ends.
+    if (!deferred_) {
+      check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", -1, -1);
+      return;
+    }
+#endif
+    const double t0 = MPI_Wtime(), limit = timeout_seconds();
+    detail::mpi_backoff pause;
+    for (;;) {
+      int done = 0;
+      check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall", -1, -1);
+      if (done) return;
+      if (MPI_Wtime() - t0 > limit)
+        throw transport_error("rank " + std::to_string(rank_) + ": " + std::string(what) + " did not complete within " +
+                              std::to_string(opt_.timeout.count()) + " ms (a rank is missing or stalled)");
+      if (receive_arrived()) pause.reset();
+      else pause.pause();
+    }
+  }
+  void wait(MPI_Request& req, std::string_view what) { wait(std::span<MPI_Request>(&req, 1), what); }
+  /// The timeout of every wait on other ranks.
+  std::chrono::milliseconds timeout() const noexcept { return opt_.timeout; }
+
+  /// The network's waiting policy (mpi_options::policy); deferred() unless it is lockstep.
+  const wait_policy& policy() const noexcept { return opt_.policy; }
+  bool deferred() const noexcept { return deferred_; }
+
+  /// Deferred mode: envelopes that have arrived for local node `node` and were not taken yet.
+  std::size_t pending_envelopes(std::uint32_t node) const { return inbox_of(node).items.size(); }
+  /// Deferred mode: the most envelopes of one sender that were pending at local node `node` at once.
+  std::size_t largest_pending(std::uint32_t node) const { return inbox_of(node).largest; }
+  /// Deferred mode: the most envelopes of one of this rank's senders to one receiver that were
+  /// sent and not yet matched at once (at most policy().inbox_rounds()).
+  std::size_t largest_unmatched() const noexcept { return largest_unmatched_; }
+  /// Deferred mode: how many times one of the network's buffers (or a taken inbox's) had to grow:
+  /// a new high of envelopes pending, taken, received or in flight at once, or a larger message.
+  /// Only these may allocate: a post() or take() that grows nothing allocates nothing. How soon
+  /// the highs are reached depends on the ranks' timing.
+  std::size_t buffer_growths() const noexcept { return growths_; }
+
+  const mpi_timing& timing() const noexcept { return timing_; }
+  void reset_timing() noexcept { timing_ = {}; }
+
+ private:
+  friend mpi_endpoint;
+
+  /// Deferred mode: an envelope that arrived for a local node and was not taken yet.
+  struct pending_item {
+    std::uint32_t round = 0, from = 0;
+    double share = 0.0, u = 1.0;
+    message msg;
+    bool taken = false;
+  };
+  /// Deferred mode, liveness: when a sender's last envelope arrived, and since when the node has
+  /// been expecting one that has not (never: not expecting).
+  static constexpr double never = -std::numeric_limits<double>::infinity();
+  struct sender_clock {
+    std::uint32_t from = 0;
+    double last = never, since = never;
+    bool owed = false;
+  };
+  /// Deferred mode: a frame being received (MPI_Imrecv of a matched message).
+  struct rx_frame {
+    std::vector<std::byte> buf;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int src = 0, tag = 0;
+  };
+  /// Deferred mode: a local node's pending envelopes, spare message buffers and senders.
+  struct node_inbox {
+    std::vector<pending_item> items;
+    std::vector<message> pool;
+    std::vector<sender_clock> senders;
+    std::uint32_t dim = 0;     ///< the receiver's dim (its last take's box.dim; 0: unknown yet)
+    std::size_t largest = 0;   ///< the most envelopes of one sender pending at once
+  };
+  sender_clock& sender(node_inbox& ib, std::uint32_t from) {
+    for (auto& sd : ib.senders)
+      if (sd.from == from) return sd;
+    grows(ib.senders, ib.senders.size() + 1);
+    ib.senders.push_back({from});
+    return ib.senders.back();
+  }
+  const node_inbox& inbox_of(std::uint32_t node) const {
+    if (!is_local(node))
+      throw config_error("MPI rank " + std::to_string(rank_) + " hosts nodes [" + std::to_string(first_) + ", " +
+                         std::to_string(first_ + local_) + "), not node " + std::to_string(node));
+    return inboxes_[node - first_];
+  }
+  double timeout_seconds() const noexcept { return static_cast<double>(opt_.timeout.count()) / 1000.0; }
+
+  /// Node `from` (local) posts round `round`: one frame per non-self out-edge.
+  void post(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out, double u, const message& m);
+
+  /// Node `to` (local) collects round `round` from the senders of `in` (self entry skipped).
+  void collect(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in, inbox& box);
+
+  // --- the deferred mode (every policy but lockstep) ------------------------------------------
+
+  /// Node `to`'s deferred take (deferred_endpoint, endpoint.hpp): hand over into box every
+  /// envelope for it that has arrived, of a round <= upto, ascending by (round, sender), waiting
+  /// (at most the timeout) until every entry of `must` is among them; a sender of `expected` that
+  /// sent it nothing for longer than the timeout is an error (liveness). `now` names the round
+  /// in messages (over MPI arrival is real time; all_rounds: the drain).
+  void take(std::uint32_t to, std::uint32_t now, std::uint32_t upto, std::span<const awaited> must, inbox& box,
+            std::span<const awaited> expected);
+
+  /// A lockstep collect() on a deferred network: take round `round` from exactly the senders of
+  /// `in`, with nothing of an earlier round left over (the same envelopes, in the same order).
+  void collect_deferred(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in, inbox& box);
+
+  /// Node `from` (local) posts round `round` in the deferred mode: a copy into the pending list of
+  /// each receiver on this rank, an MPI_Issend to each other one (once its window has room).
+  void post_deferred(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out, double u,
+                     const message& m);
+
+  /// Sent envelopes of local node `from` to node `to` that its receiver has not matched yet.
+  std::size_t unmatched(std::uint32_t from, std::uint32_t to) const noexcept;
+  /// The first remote edge of `out` whose window is full (policy().inbox_rounds() unmatched
+  /// envelopes), or null.
+  const out_edge* window_full(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out) const;
+  /// Wait (receiving meanwhile, at most the timeout) until every window of `out` has room;
+  /// returns the seconds it waited.
+  double wait_window(std::uint32_t from, std::uint32_t round, std::span<const out_edge> out);
+
+  /// Receive every frame that has arrived for this rank's nodes into their pending lists
+  /// (deferred mode; a no-op in lockstep): match what has arrived (MPI_Improbe), start its
+  /// receive (MPI_Imrecv: a large frame whose sender's rank is busy elsewhere does not hold this
+  /// rank, as a blocking MPI_Mrecv would over TCP), and decode those that completed. True when
+  /// it matched or completed one.
+  bool receive_arrived();
+  /// Decode the frames whose receive completed (oldest first); true when there was one.
+  bool complete_receives();
+  /// Decode one received frame into its receiver's pending list; the receiver is the tag's index
+  /// in this rank's block, the round and sender are the header's, both checked.
+  void accept_frame(std::span<const std::byte> frame, int src, std::size_t tg);
+  /// A new pending envelope for local node `to`; its message is a spare with room for one like
+  /// `like` (the caller copies or swaps the envelope's message in).
+  pending_item& add_pending(std::uint32_t to, std::uint32_t round, std::uint32_t from, double share, double u,
+                            const message& like);
+  /// buffer_growths(): count a growth when v has no room for `need` elements (or for m's).
+  template <class V>
+  void grows(const V& v, std::size_t need) noexcept {
+    if (v.capacity() < need) ++growths_;
+  }
+  void grows(const message& into, const message& m) noexcept {
+    if (into.indices.capacity() < m.indices.size() || into.payload.capacity() < m.payload.size()) ++growths_;
+  }
+  static std::size_t capacities(const message& m) noexcept { return m.indices.capacity() + m.payload.capacity(); }
+  /// A message buffer of node inbox ib's spares. When they run out, the spares grow by half the
+  /// pending envelopes (at least 2), each with room for a message like `like`: buffers grow to the
+  /// most envelopes pending and taken at once, in a few steps, and then stay.
+  static message spare_message(node_inbox& ib, const message& like);
+  /// Move node inbox ib's pending envelopes of rounds <= upto into box from index k on (their
+  /// messages swapped into box.decoded, whose old buffers become spares); returns the new count.
+  std::size_t hand_over(node_inbox& ib, std::uint32_t upto, inbox& box, std::size_t k);
+  static bool all_taken(std::span<const awaited> must, const inbox& box) noexcept;
+  static bool arrived(const node_inbox& ib, const inbox& box, const awaited& a) noexcept;
+  /// The liveness check: a sender of an expected envelope that has not arrived, silent for longer
+  /// than the timeout (counted from the later of its last arrival and the first take that
+  /// expected it), is a transport_error.
+  void check_liveness(std::uint32_t to, std::uint32_t now, node_inbox& ib, const inbox& box,
+                      std::span<const awaited> expected, double t);
+  /// The error of a take whose `must` envelopes did not all arrive within the timeout.
+  transport_error missing(std::uint32_t to, std::uint32_t now, std::span<const awaited> must, const inbox& box) const;
+  std::string when(std::uint32_t now) const {
+    return now == all_rounds ? std::string("the drain") : "round " + std::to_string(now);
+  }
+
+  using clock = run_clock;
+  struct send {
+    std::vector<std::byte> frame;
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::uint32_t round = 0, to = 0, from = 0;
+  };
+  struct local_item {
+    std::uint32_t round = 0;
+    std::uint32_t from = 0;
+    double share = 0.0;
+    double u = 1.0;
+    const message* msg = nullptr;
+  };
+
+  static double seconds_since(clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  }
+  std::size_t first_of(int r) const noexcept {
+    const auto rr = static_cast<std::size_t>(r);
+    return rr * base_ + std::min(rr, extra_);
+  }
+  int tag(std::uint32_t round, std::uint32_t to) const noexcept {
+    const std::size_t in_block = to - first_of(owner(to));
+    return static_cast<int>((round % rounds_mod_) * block_max_ + in_block);
+  }
+  void check(int rc, const char* call, long round, int peer, long from = -1, long to = -1) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    std::string where = "rank " + std::to_string(rank_);
+    if (round >= 0) where += ", round " + std::to_string(round);
+    if (peer >= 0) where += ", peer rank " + std::to_string(peer);
+    if (from >= 0) where += ", node " + std::to_string(from) + " -> node " + std::to_string(to);
+    throw mpi_error(std::string(call) + " failed (" + where + "): " + std::string(text, static_cast<std::size_t>(len)));
+  }
+  /// Queue the frame of node `from`'s envelope to e.to in a spare buffer (no allocation in steady
+  /// state): encode(m) for the post's first frame, a copy of `first`'s bytes for the others.
+  send& queue_frame(std::uint32_t from, std::uint32_t round, const out_edge& e, double u, const message& m,
+                    const send* first);
+  /// Retire the sends that completed, oldest first.
+  void progress_sends();
+  /// Room for the sends of this post and of the rounds in flight: up to three rounds of
+  /// `edges` frames for every local node (a receiver may take a round's frames after this rank
+  /// has posted the next), so that how long peers take to receive does not decide when a round
+  /// allocates. Frames are kept at the largest size seen (a new phase grows them once).
+  void reserve_sends(std::size_t edges, std::size_t bound);
+  std::vector<std::byte> spare_frame();
+  mpi_options opt_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::size_t base_ = 0, extra_ = 0, block_max_ = 1, first_ = 0, local_ = 0;
+  std::uint32_t rounds_mod_ = 1;
+  std::vector<std::vector<local_item>> local_box_;
+  std::vector<send> sends_;  ///< in flight, oldest first (an MPI request keeps only its buffer's address)
+  std::vector<std::vector<std::byte>> spare_;  ///< buffers of completed sends, reused by post()
+  std::size_t frames_ = 0;                     ///< frame buffers made so far (in spare_ or in flight)
+  std::size_t frame_cap_ = 0;                  ///< capacity every frame buffer is kept at
+  std::vector<std::byte> rx_;
+  std::uint64_t agree_mine_ = 0;  ///< agree()'s hash and the gathered hashes (see agree())
+  std::vector<std::uint64_t> agree_all_;
+  struct want {
+    std::uint32_t from;
+    bool got = false;
+  };
+  std::vector<want> want_;
+  std::vector<const local_item*> locals_;
+  std::vector<std::pair<std::uint32_t, envelope>> got_;
+  mpi_timing timing_;
+  // the deferred mode
+  bool deferred_ = false;
+  std::uint32_t window_ = 1;                ///< policy().inbox_rounds()
+  std::vector<node_inbox> inboxes_;         ///< per local node
+  std::vector<std::uint32_t> posted_;       ///< per local node: its next round (posted so far)
+  std::size_t largest_unmatched_ = 0;
+  std::size_t growths_ = 0;                 ///< buffer_growths()
+  double busy_ = 0;                         ///< seconds spent receiving and decoding (not waiting)
+  message rx_msg_, spare_msg_;              ///< a received frame's message and the decode's scratch
+  std::vector<rx_frame> receiving_;         ///< receives in flight, oldest first
+  std::vector<std::vector<std::byte>> rx_spare_;  ///< buffers of completed receives
+  std::vector<awaited> collect_must_;
+  std::vector<std::uint32_t> rounds_mine_, rounds_all_;  ///< posted_rounds()'s buffers
+  std::vector<int> rounds_counts_, rounds_displs_;
+};
+
+}  // namespace v0
+}  // namespace sparsepush
+
+// The members of a round, defined out of the class (each header includes this one first).
+#include "detail/send_queue.hpp"
+#include "detail/lockstep_collect.hpp"
+#include "detail/deferred_inbox.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+static_assert(endpoint<mpi_endpoint>);
+static_assert(deferred_endpoint<mpi_endpoint>);
+
+}  // namespace v0
+}  // namespace sparsepush
