@@ -96,7 +96,7 @@ case "$mode" in
     expect_exit_2 "other settings: momentum=0.9 (now 0.9000000001)" --resume "$dir/ck" --momentum 0.9000000001
     expect_exit_2 "other settings: seed=1 (now 2)" --resume "$dir/ck" --seed 2
     # the training precision is a setting: an fp32 checkpoint does not resume as int8 training
-    expect_exit_2 "other settings: bits=(absent) (now 8)" --resume "$dir/ck" --precision int8
+    expect_exit_2 "other settings: bits=0 (now 8)" --resume "$dir/ck" --precision int8   # full precision, not "(absent)"
     expect_exit_2 "cannot create the checkpoint directory /proc/no-such-dir" --checkpoint /proc/no-such-dir
     head -c 1000 "$f" > "$f.cut" && mv "$f.cut" "$f"
     expect_exit_2 "truncated" --resume "$dir/ck"

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "run_program.hpp"  // examples/
+#include <sparsepush/train/plot.hpp>
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -356,7 +356,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sparsepush-paper-table: no run read; no plot\n");
     return 0;
   }
-  if (run_program({"gnuplot", "-c", gp.string(), dat.string(), png.string()}) != 0)
+  if (sparsepush::run_program({"gnuplot", "-c", gp.string(), dat.string(), png.string()}) != 0)
     std::fprintf(stderr, "sparsepush-paper-table: gnuplot failed; the plot script is %s (gnuplot -c it with the data "
                  "file and the PNG)\n", gp.c_str());
   else

@@ -8,8 +8,8 @@
 #include <string>
 
 #define SPARSEPUSH_VERSION_MAJOR 0
-#define SPARSEPUSH_VERSION_MINOR 3
-#define SPARSEPUSH_VERSION_PATCH 6
+#define SPARSEPUSH_VERSION_MINOR 4
+#define SPARSEPUSH_VERSION_PATCH 0
 
 /// A read prefetch hint (nothing where the compiler offers none).
 #if defined(__GNUC__) || defined(__clang__)

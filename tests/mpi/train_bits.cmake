@@ -1,10 +1,13 @@
 # sparsepush-train --transport mpi under mpirun with R ranks (NPS, default 1, 2, 3 and 4) writes
 # the same summary as the in-process run, bit for bit, in every field that is not a time or a speed.
 # Usage: cmake -DTRAIN=exe "-DMPIEXEC=mpiexec;flags" -DNP_FLAG=-n "-DARGS=a;b" -DWORK_DIR=dir
-#              ["-DNPS=2;3"] ["-DEXTRA_FIELDS=f;g"] ["-DFIELDS=f;g"] ["-DEXPECT=field=value;..."] -P train_bits.cmake
+#              ["-DNPS=2;3"] ["-DEXTRA_FIELDS=f;g"] ["-DFIELDS=f;g"] ["-DEXPECT=field=value;..."]
+#              ["-DMPI_ARGS=a;b"] ["-DMPI_EXPECT=field=value;..."] -P train_bits.cmake
 # FIELDS: the fields that must be equal, in place of the default list (every metric and count).
 # EXTRA_FIELDS: more summary fields that must be equal (e.g. steps_per_node, max_staleness);
 # EXPECT: values the in-process summary must have (e.g. max_staleness=1: the policy really delayed).
+# MPI_ARGS: options of the MPI runs only (--eval-reduce, which one process refuses); MPI_EXPECT:
+# values each MPI summary must have.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 include(${CMAKE_CURRENT_LIST_DIR}/../run_or_fail.cmake)
@@ -30,8 +33,17 @@ if(NOT DEFINED NPS)
   set(NPS 1 2 3 4)
 endif()
 foreach(np IN LISTS NPS)
-  run(${MPIEXEC} ${NP_FLAG} ${np} ${TRAIN} ${ARGS} --transport mpi --summary ${WORK_DIR}/mpi${np}.json)
+  run(${MPIEXEC} ${NP_FLAG} ${np} ${TRAIN} ${ARGS} ${MPI_ARGS} --transport mpi --summary ${WORK_DIR}/mpi${np}.json)
   file(READ ${WORK_DIR}/mpi${np}.json got)
+  foreach(e IN LISTS MPI_EXPECT)
+    if(NOT e MATCHES "^([a-z_]+)=(.*)$")
+      message(FATAL_ERROR "MPI_EXPECT entry ${e} is not field=value")
+    endif()
+    string(JSON v GET "${got}" ${CMAKE_MATCH_1})
+    if(NOT v STREQUAL CMAKE_MATCH_2)
+      message(FATAL_ERROR "${np} ranks: ${CMAKE_MATCH_1} is ${v}, expected ${CMAKE_MATCH_2}")
+    endif()
+  endforeach()
   foreach(f IN LISTS fields)
     string(JSON a GET "${ref}" ${f})
     string(JSON b GET "${got}" ${f})

@@ -37,6 +37,13 @@ class any_schedule {
   void in_edges(std::uint64_t round, std::uint32_t node, std::vector<in_edge>& out) const {
     std::visit([&](const auto& s) { s.in_edges(round, node, out); }, impl_);
   }
+  /// Every round's mixing matrix is symmetric (doubly stochastic); a random schedule never is.
+  bool symmetric() const {
+    return std::visit([](const auto& s) {
+      if constexpr (requires { s.symmetric(); }) return s.symmetric();
+      else return false;
+    }, impl_);
+  }
 
  private:
   variant_type impl_;

@@ -7,6 +7,8 @@
 // W(t) = W(t mod P) for all t, and 0 for an aperiodic schedule (validated over a window instead).
 #pragma once
 
+#include <algorithm>
+
 #include <concepts>
 #include <cstdint>
 #include <string>
@@ -95,6 +97,26 @@ class periodic_schedule {
     out.assign(row.begin(), row.end());
   }
   const mixing_round& at(std::uint64_t round) const { return rounds_[round % rounds_.size()]; }
+  /// Every round's matrix is symmetric (W = W^T, so doubly stochastic): what D-PSGD, DeepSqueeze
+  /// and CHOCO need. A node's shares to its out-neighbours equal its shares from them, exactly.
+  bool symmetric() const {
+    for (const auto& w : rounds_)
+      for (std::uint32_t i = 0; i < w.num_nodes(); ++i) {
+        const auto col = w.column(i);
+        const auto row = w.row(i);
+        std::vector<in_edge> sent;
+        for (const auto& e : col)
+          if (e.to != i) sent.push_back(in_edge{e.to, e.share});
+        std::vector<in_edge> got;
+        for (const auto& e : row)
+          if (e.from != i) got.push_back(e);
+        auto by_node = [](const in_edge& a, const in_edge& b) { return a.from < b.from; };
+        std::sort(sent.begin(), sent.end(), by_node);
+        std::sort(got.begin(), got.end(), by_node);
+        if (sent != got) return false;
+      }
+    return true;
+  }
 
  private:
   std::vector<mixing_round> rounds_;

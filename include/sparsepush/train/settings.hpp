@@ -66,7 +66,24 @@ class run_settings {
   }
 
   const std::vector<std::pair<std::string, std::string>>& items() const noexcept { return items_; }
+  /// The same settings in the same order (what absent_means() says is not compared).
   friend bool operator==(const run_settings& a, const run_settings& b) { return a.items_ == b.items_; }
+
+  /// Say that an absent `key` means `value` (a setting left out at its default, as earlier
+  /// versions wrote none): diff_from then shows that value, not "(absent)". Not part of text().
+  run_settings& absent_means(std::string_view key, std::string_view value) {
+    absent_.emplace_back(std::string(key), std::string(value));
+    return *this;
+  }
+
+  /// The value of `key` in `in` (settings parsed from another process or a manifest), read with
+  /// this one's absent_means(): the value, the default an absent key means, or "(absent)".
+  std::string value_in(const run_settings& in, std::string_view key) const {
+    if (const auto* v = in.find(std::string(key))) return *v;
+    for (const auto& [k, v] : absent_)
+      if (k == key) return v;
+    return "(absent)";
+  }
 
   /// The keys whose values differ from `was`, as "key=old (now new)", or "" when equal.
   std::string diff_from(const run_settings& was) const {
@@ -74,13 +91,18 @@ class run_settings {
     auto note = [&out](const std::string& k, const std::string& a, const std::string& b) {
       out += (out.empty() ? "" : ", ") + k + "=" + a + " (now " + b + ")";
     };
+    auto absent = [this](const std::string& k) {
+      for (const auto& [key, v] : absent_)
+        if (key == k) return v;
+      return std::string("(absent)");
+    };
     for (const auto& [k, v] : was.items_) {
       const auto* now = find(k);
-      if (!now) note(k, v, "(absent)");
+      if (!now) note(k, v, absent(k));
       else if (*now != v) note(k, v, *now);
     }
     for (const auto& [k, v] : items_)
-      if (!was.find(k)) note(k, "(absent)", v);
+      if (!was.find(k)) note(k, absent(k), v);
     if (out.empty() && !(*this == was)) out = "the same settings in another order";
     return out;
   }
@@ -105,6 +127,7 @@ class run_settings {
       if (k == key) throw config_error("settings: key " + std::string(key) + " given twice");
   }
   std::vector<std::pair<std::string, std::string>> items_;
+  std::vector<std::pair<std::string, std::string>> absent_;  ///< absent_means()
 };
 
 }  // namespace v0

@@ -1,0 +1,217 @@
+// sparsepush/train/reference_backend.hpp: the reference backend of a run_spec on Fashion-MNIST:
+// each node's label-skewed (or Dirichlet) shard drawn by a seeded sampler, momentum SGD over the
+// nn model (p_i is the momentum buffer; Nesterov keeps its own), the learning-rate schedule, the
+// stragglers' and jitter's slowed steps, test accuracy, and the checkpoint hooks of its state.
+// reference_plan works out the shards and the round counts before any collective.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../clock.hpp"
+#include "../data/idx.hpp"
+#include "../data/partition.hpp"
+#include "../data/shard.hpp"
+#include "../algorithm/final_rounds.hpp"
+#include "../nn/model.hpp"
+#include "../nn/optimizer.hpp"
+#include "run_spec.hpp"
+#include "trainer.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// The four files of a Fashion-MNIST directory (what --data names).
+inline const std::vector<std::string>& fashion_mnist_files() {
+  static const std::vector<std::string> files{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+  return files;
+}
+
+/// What a run is made of once its data is known: the shards, the round counts and SCSP's
+/// final-rounds plan.
+struct reference_plan {
+  partition parts;
+  std::size_t per_node = 0;  ///< training images per node (for epochs)
+  std::uint32_t train_rounds = 0, final_rounds = 0;
+  final_rounds_plan plan;    ///< SCSP with --final-rounds auto: the count and its bound
+  std::uint32_t rounds() const noexcept { return train_rounds + final_rounds; }
+};
+
+/// The plan of a validated spec on its training set; config_error for a node without samples, a
+/// round count past 32 bits or a warm-up longer than training.
+inline reference_plan plan_reference_run(const run_spec& s, const labelled_images& train) {
+  const std::size_t n = s.nodes;
+  const bool scsp = s.info().final_rounds;
+  reference_plan p;
+  p.parts = s.dirichlet ? partition_dirichlet(train.labels, n, *s.dirichlet, s.seed)
+                        : partition_skewed(train.labels, n, s.skew_value(), s.seed);
+  for (std::size_t i = 0; i < n; ++i)
+    if (p.parts[i].empty())
+      throw config_error("node " + std::to_string(i) + " received no training samples; raise --dirichlet alpha or use fewer nodes");
+  p.per_node = train.count / n;
+  // rounds are 32-bit: check the arithmetic before converting
+  constexpr double max_rounds = std::numeric_limits<std::uint32_t>::max();
+  const double want = std::max(1.0, std::round(s.epochs * static_cast<double>(p.per_node) / static_cast<double>(s.batch)));
+  if (want > max_rounds)
+    throw config_error("--epochs " + std::to_string(s.epochs) + " gives " + std::to_string(want) +
+                       " rounds, more than the 4294967295 a run can count");
+  p.train_rounds = static_cast<std::uint32_t>(want);
+  if (scsp && s.final_rounds_spec() == "auto") {  // SCSP: the fewest exact rounds within --final-tolerance
+    p.plan = final_rounds_for(parse_schedule(s.schedule_spec(), n, s.seed), p.train_rounds, s.final_tolerance_value(), 100000,
+                              *s.final_eta_value());
+    p.final_rounds = p.plan.rounds;
+  } else if (scsp) {  // the count given
+    p.final_rounds = static_cast<std::uint32_t>(std::stoull(s.final_rounds_spec()));
+  }
+  if (scsp && static_cast<double>(p.train_rounds) + p.final_rounds > max_rounds)
+    throw config_error("--final-rounds " + std::to_string(p.final_rounds) + " after " + std::to_string(p.train_rounds) +
+                       " training rounds exceeds the 4294967295 rounds a run can count");
+  if (s.warmup > p.train_rounds)
+    throw config_error("--warmup " + std::to_string(s.warmup) + " is longer than the " + std::to_string(p.train_rounds) +
+                       " training rounds");
+  return p;
+}
+
+/// The learning-rate schedule of a spec (--lr, --lr-schedule, --warmup).
+inline nn::lr_schedule reference_lr(const run_spec& s) {
+  using k = nn::lr_schedule::kind;
+  return nn::lr_schedule{s.lr, s.lr_schedule == "cosine" ? k::cosine : s.lr_schedule == "constant" ? k::constant : k::step,
+                         s.warmup};
+}
+
+/// --jitter's draw for node i's step of round t: uniform in [0, 1), a pure function of (seed, i,
+/// t) (splitmix64), so that every run, transport and thread count slows the same steps alike.
+inline double jitter_draw(std::uint64_t seed, std::uint32_t i, std::uint32_t t) {
+  std::uint64_t z = seed ^ (std::uint64_t{i} << 32 | t) ^ 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1p-53;
+}
+
+/// The seed of node i's shard sampler.
+inline std::uint64_t shard_seed(std::uint64_t seed, std::size_t i) { return seed * 1000003u + i; }
+
+/// The state of the nodes [first, first + local) of a reference run and the hooks the trainer
+/// calls (hooks()). Not copyable: the hooks point into it.
+class reference_backend {
+ public:
+  reference_backend(const run_spec& s, const reference_plan& p, const fashion_mnist& fm, const nn::model& net,
+                    std::uint32_t first, std::size_t local)
+      : s_(s), fm_(&fm), net_(&net), first_(first), local_(local), d_(net.num_params()), in_(net.input_size()),
+        train_rounds_(p.train_rounds), bits_(s.bits_value()), opt_{s.momentum, s.nesterov, s.weight_decay},
+        velocity_(local, std::vector<float>(d_, 0.0f)), nesterov_dirs_(s.nesterov ? local : 0, std::vector<float>(d_)),
+        work_(std::max<std::size_t>(1, s.threads_value())), eval_ws_(std::max<std::size_t>(1, s.threads_value())),
+        slowdown_(s.nodes, 1.0) {
+    for (std::size_t i = 0; i < s.nodes; ++i) shards_.emplace_back(p.parts[i], shard_seed(s.seed, i));
+    for (const straggler& st : s.stragglers()) std::fill(slowdown_.begin() + st.first, slowdown_.begin() + st.last + 1, st.factor);
+  }
+  reference_backend(const reference_backend&) = delete;
+  reference_backend& operator=(const reference_backend&) = delete;
+
+  /// The round a resume starts at (set before restore runs: momentum is empty after training).
+  void resuming_at(std::uint32_t round) noexcept { resume_round_ = round; }
+
+  /// The trainer's hooks over this state.
+  local_training<float> hooks() {
+    local_training<float> b;
+    b.step = [this](std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> dir) {
+      return step(w, i, t, model, dir);
+    };
+    b.direction = [this](std::uint32_t i) {
+      return s_.nesterov ? std::span<float>(nesterov_dirs_[i - first_]) : std::span<float>(velocity_[i - first_]);
+    };
+    b.accuracy = [this](std::size_t w, std::span<const float> m, bool final) {
+      const std::size_t total = fm_->test.count;
+      const std::size_t samples = final ? (s_.final_eval_samples ? std::min(s_.final_eval_samples, total) : total)
+                                        : std::min(s_.eval_samples, total);
+      return static_cast<double>(net_->count_correct(m, fm_->test.pixels.data(), fm_->test.labels.data(), samples,
+                                                     eval_ws_.at(w))) /
+             static_cast<double>(samples);
+    };
+    b.save = [this](checkpoint_writer& w) {
+      for (std::size_t li = 0; li < local_; ++li) {
+        shards_[first_ + li].save(w);
+        w.values(velocity_[li]);
+      }
+    };
+    b.restore = [this](checkpoint_reader& r) -> std::function<void()> { return restore(r); };
+    b.training_ended = [this] {  // SCSP's final rounds take no local step: free the momentum
+      for (auto* bufs : {&velocity_, &nesterov_dirs_})
+        for (auto& v : *bufs) std::vector<float>().swap(v);
+    };
+    return b;
+  }
+
+ private:
+  struct scratch {
+    std::vector<float> grad, images;
+    std::vector<std::uint8_t> labels;
+    std::vector<std::uint32_t> batch;
+    nn::workspace ws;
+  };
+
+  double step(std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> dir) {
+    const auto t0 = run_clock::now();
+    const std::size_t batch = s_.batch;
+    scratch& sc = work_.at(w);  // this worker's buffers, sized at first use
+    sc.grad.resize(d_), sc.images.resize(batch * in_), sc.labels.resize(batch);
+    shards_[i].next_batch(batch, sc.batch);
+    for (std::size_t b = 0; b < batch; ++b) {
+      std::copy_n(fm_->train.pixels.data() + std::size_t{sc.batch[b]} * in_, in_, sc.images.data() + b * in_);
+      sc.labels[b] = fm_->train.labels[sc.batch[b]];
+    }
+    const double loss = net_->loss_and_grad(model, sc.images.data(), sc.labels.data(), batch, sc.grad, sc.ws,
+                                            nn::quantization{bits_, s_.seed, i, t});  // bits 0: full precision
+    opt_.direction(sc.grad, model, velocity_[i - first_], dir);
+    // a straggler (and --jitter): the step takes factor x its compute time, on the calling thread
+    const double factor = slowdown_[i] * (s_.jitter > 1 ? 1 + (s_.jitter - 1) * jitter_draw(s_.seed, i, t) : 1.0);
+    if (factor > 1) {
+      const std::chrono::duration<double> took = run_clock::now() - t0;  // simulated under SMPI
+      detail::pause_for(std::chrono::duration_cast<std::chrono::nanoseconds>(took * (factor - 1)));
+    }
+    return loss;
+  }
+
+  std::function<void()> restore(checkpoint_reader& r) {
+    std::vector<shard_sampler> sh;
+    std::vector<std::vector<float>> vel(local_);
+    for (std::size_t li = 0; li < local_; ++li) {
+      sh.push_back(shards_[first_ + li].read(r));
+      vel[li] = r.values<float>("momentum", d_);  // empty once training has ended
+      if (vel[li].size() != d_ && !(vel[li].empty() && resume_round_ >= train_rounds_))
+        r.fail("holds a momentum of " + std::to_string(vel[li].size()) + " elements for a model of " + std::to_string(d_));
+    }
+    return [this, sh = std::move(sh), vel = std::move(vel)]() mutable {
+      for (std::size_t li = 0; li < local_; ++li) {
+        shards_[first_ + li] = std::move(sh[li]);
+        velocity_[li] = std::move(vel[li]);
+      }
+    };
+  }
+
+  run_spec s_;
+  const fashion_mnist* fm_;
+  const nn::model* net_;
+  std::uint32_t first_;
+  std::size_t local_, d_, in_;
+  std::uint32_t train_rounds_, resume_round_ = 0;
+  unsigned bits_;
+  nn::sgd opt_;
+  std::vector<shard_sampler> shards_;
+  std::vector<std::vector<float>> velocity_, nesterov_dirs_;
+  std::vector<scratch> work_;
+  std::vector<nn::workspace> eval_ws_;
+  std::vector<double> slowdown_;
+};
+
+}  // namespace v0
+}  // namespace sparsepush

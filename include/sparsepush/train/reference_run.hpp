@@ -1,0 +1,317 @@
+// sparsepush/train/reference_run.hpp: a whole run of a run_spec with the reference backend: it
+// builds the schedule, compressors, phases, waiting policy and algorithm the spec names, trains
+// the nodes of this process with the library's trainer, writes the CSV log, the plot and the
+// summary, and returns the summary (reference_summary: the keys of sparsepush-train --summary).
+// sparsepush-train, sparsepush.train() in Python and users' programs all run it.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../algorithm/centralized.hpp"
+#include "../algorithm/choco.hpp"
+#include "../algorithm/phases.hpp"
+#include "../algorithm/sparse_push.hpp"
+#include "csv_log.hpp"
+#include "plot.hpp"
+#include "process_group.hpp"
+#include "reference_backend.hpp"
+#include "summary.hpp"
+#include "trainer.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// How a reference run talks to its front end. Every member may be left empty.
+struct reference_io {
+  std::function<void(const std::string&)> out;   ///< a line (or a live line's update) for the user; "\n" ends lines
+  std::function<void(const std::string&)> err;   ///< a warning or error line, without the trailing newline
+  /// the summary as JSON text, for --summary (empty: no summary file is written)
+  std::function<std::string(const summary_value&)> json;
+  bool live = false;  ///< one live progress line (a terminal) instead of a line per evaluation
+  std::chrono::steady_clock::time_point host_start = std::chrono::steady_clock::now();  ///< SMPI: the host's time
+};
+
+/// What a reference run ended with.
+struct reference_outcome {
+  train_result result;
+  summary_value summary;                    ///< null on a diverged run (and on ranks other than 0)
+  std::vector<std::string> failed_outputs;  ///< outputs that could not be written, each naming its file
+  /// sparsepush-train's exit code: 0, 2 (an output failed) or 3 (diverged)
+  int exit_code() const noexcept { return result.diverged ? 3 : failed_outputs.empty() ? 0 : 2; }
+};
+
+namespace detail {
+/// Every node's local steps as {"min", "max", "histogram": [{"steps": s, "nodes": k}, ...]}.
+inline summary_value steps_summary(const std::vector<std::uint64_t>& steps) {
+  if (steps.empty()) return nullptr;
+  std::map<std::uint64_t, std::size_t> count;
+  for (const auto v : steps) ++count[v];
+  summary_value::array hist;
+  for (const auto& [v, k] : count) hist.push_back(summary_value::object{{"steps", v}, {"nodes", k}});
+  return summary_value::object{{"min", count.begin()->first}, {"max", count.rbegin()->first}, {"histogram", hist}};
+}
+inline std::string format(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+}  // namespace detail
+
+/// The summary of a finished run (the keys of sparsepush-train --summary).
+inline summary_value reference_summary(const run_spec& s, const train_result& r, const nn::model& net,
+                                       const reference_plan& p, int ranks, double wall) {
+  using obj = summary_value::object;
+  const std::size_t n = s.nodes;
+  summary_value::array slowed;  // --straggler: [{"nodes": [first, last], "factor": f}, ...] in the order given
+  for (const straggler& st : s.stragglers())
+    slowed.push_back(obj{{"nodes", summary_value::array{st.first, st.last}}, {"factor", st.factor}});
+  const summary_value slow = slowed.empty() ? summary_value(nullptr) : summary_value(std::move(slowed));
+  const bool scsp = s.info().final_rounds, graph = s.info().graph, bounded = scsp && s.final_rounds_spec() == "auto" &&
+                                                                            s.drop_value() == 0;
+  const unsigned bits = s.bits_value(), b = bits ? bits : 32;
+  const auto one = net.profile(s.batch * n, b), per = net.profile(s.batch, b);
+  auto profile = [](std::size_t batch, const nn::device_profile& d) {
+    return obj{{"batch", batch}, {"parameters", d.parameters}, {"activation_bytes", d.activation_bytes}, {"flops_per_step", d.flops}};
+  };
+  const double epochs = static_cast<double>(p.train_rounds) * static_cast<double>(s.batch) / static_cast<double>(p.per_node);
+  const summary_value none = nullptr;
+  return obj{
+      {"algorithm", s.algorithm},
+      {"nodes", n},
+      {"schedule", graph ? summary_value(s.schedule_spec()) : none},  // centralized: no graph, no messages
+      {"compressor", graph ? summary_value(s.compressor_spec()) : none},
+      {"eta", graph ? summary_value(s.eta_value()) : none},
+      {"final_rounds", p.final_rounds},
+      {"final_rounds_setting", scsp ? summary_value(s.final_rounds_spec()) : none},
+      {"final_compressor", scsp ? summary_value(s.final_compressor_spec()) : none},
+      {"final_eta", scsp ? summary_value(*s.final_eta_value()) : none},
+      {"final_rounds_bound", bounded ? summary_value(p.plan.bound) : none},
+      {"bytes_final_phase", scsp && r.bytes_after_training ? summary_value(*r.bytes_after_training) : none},
+      {"skew", s.dirichlet ? none : summary_value(s.skew_value())},
+      {"dirichlet_alpha", s.dirichlet ? summary_value(*s.dirichlet) : none},
+      {"model", s.model},
+      {"precision", bits == 0 ? std::string("fp32") : bits == 8 ? std::string("int8") : std::to_string(bits) + "-bit"},
+      {"bits", b},
+      {"parameters", net.num_params()},
+      {"rounds", p.rounds()},
+      {"epochs", epochs},
+      {"avg_test_accuracy", r.eval.avg_node_accuracy},
+      {"averaged_model_test_accuracy", r.eval.averaged_model_accuracy},
+      {"param_divergence", r.report.parameter_divergence},
+      {"first_loss", r.first_loss},
+      {"loss", r.loss},
+      {"bytes_sent_total", r.report.bytes_sent},
+      {"bytes_per_node", r.report.bytes_sent / n},
+      {"bytes_full_precision_equivalent", r.report.full_precision_bytes},
+      {"comm_ratio", r.report.comm_ratio},
+      {"state_bytes_per_node", r.state_bytes_per_node},
+      {"drop_probability", s.drop_value()},
+      {"loss_recovery", s.drop_value() > 0 ? summary_value(s.loss_recovery_value()) : none},  // acts on lost messages only
+      {"messages_sent", r.messages_sent},
+      {"messages_dropped", r.messages_dropped},
+      {"weight_mass", r.weight_mass ? summary_value(*r.weight_mass) : none},
+      {"transport", s.transport},
+      {"ranks", ranks},
+      {"straggler", slow},
+      {"jitter", s.jitter > 1 ? summary_value(s.jitter) : none},
+      {"policy", graph ? summary_value(to_string(s.policy())) : none},
+      {"max_delay", s.max_delay_value() > 0 ? summary_value(static_cast<std::int64_t>(s.max_delay_value())) : none},
+      {"steps_per_node", detail::steps_summary(r.steps_per_node)},
+      {"max_staleness", r.max_staleness},
+      {"wait_seconds_per_rank", summary_value::list(r.wait_seconds_per_rank)},
+      {"eval_reduce", s.eval_reduce_value()},
+      {"wall_seconds", wall},
+      {"train_seconds", r.train_seconds},
+      {"eval_seconds", r.eval_seconds},
+      {"train_images_per_second", static_cast<double>(p.train_rounds) * static_cast<double>(s.batch) * static_cast<double>(n) /
+                                      r.train_seconds},
+      {"device_profile",
+       obj{{"one_device", profile(s.batch * n, one)},
+           {"per_device", profile(s.batch, per)},
+           {"bits", per.bits},
+           {"memory_reduction", per.memory_reduction},
+           {"compute_reduction", per.compute_reduction},
+           {"communication_reduction", per.communication_reduction},
+           {"compute_energy_reduction", per.compute_energy_reduction},
+           {"compute_energy_joules_per_step", per.compute_energy_joules},
+           {"compute_energy_joules_total",
+            per.compute_energy_joules * static_cast<double>(p.train_rounds) * static_cast<double>(n)},
+           {"communication_energy_joules", nn::communication_energy_joules(static_cast<double>(r.report.bytes_sent))}}}};
+}
+
+/// The lines a run opens with: what runs, and SCSP's final rounds.
+inline std::string reference_header(const run_spec& s, const reference_plan& p, std::size_t d) {
+  const double epochs = static_cast<double>(p.train_rounds) * static_cast<double>(s.batch) / static_cast<double>(p.per_node);
+  const wait_policy pol = s.policy();
+  std::string policy = pol.lockstep() ? "" : "; policy " + to_string(pol);
+  if (!pol.lockstep() && s.max_delay_value() > 0)
+    policy += " (in-process delays of 0 to " + std::to_string(s.max_delay_value()) + " rounds)";
+  std::string slow;
+  for (const straggler& st : s.stragglers())
+    slow += (slow.empty() ? "; stragglers: " : ", ") +
+            (st.first == st.last ? "node " + std::to_string(st.first)
+                                 : "nodes " + std::to_string(st.first) + "-" + std::to_string(st.last)) +
+            " x" + detail::shown_value(st.factor);
+  std::string out = detail::format("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu "
+                                   "parameters), %s %g, %u rounds (%.2f epochs) of batch %zu",
+                                   s.algorithm.c_str(), s.nodes, s.schedule_spec().c_str(), s.compressor_spec().c_str(),
+                                   s.eta_value(), s.model.c_str(), d, s.dirichlet ? "dirichlet" : "skew",
+                                   s.dirichlet ? *s.dirichlet : s.skew_value(), p.rounds(), epochs, s.batch) +
+                    policy + slow + "\n";
+  if (!s.info().final_rounds) return out;
+  const double final_eta = *s.final_eta_value();
+  out += detail::format("sparsepush-train: SCSP's last %u rounds gossip with %s, eta %g", p.final_rounds,
+                        s.final_compressor_spec().c_str(), final_eta);
+  const auto v = whole_model_values(parse_compressor(s.final_compressor_spec())).value_or(value_encoding::native);
+  const char* rounding = v == value_encoding::native || v == value_encoding::f32 || v == value_encoding::f64
+                             ? "" : ", before the values' rounding";  // a value encoding below the model's precision
+  if (s.final_rounds_spec() != "auto") out += "\n";
+  else if (s.drop_value() > 0)  // a lost message breaks the count: no bound holds
+    out += detail::format(" (auto: the count for a lossless schedule; with --drop-probability %g lost messages leave the "
+                          "models apart by more: the final param_divergence is measured, not bounded)\n", s.drop_value());
+  else if (p.plan.exact) out += detail::format(" (auto: the schedule averages exactly after %u rounds%s)\n", p.final_rounds, rounding);
+  else out += detail::format(" (auto: every model ends within %.3g of its distance to the average%s)\n", p.plan.bound, rounding);
+  return out;
+}
+
+/// Train this process's nodes of a validated spec (validate() and check_files() passed, the plan
+/// made) over `group`: a single_process with Net = void (each algorithm's own loopback), or an
+/// mpi_process_group over the mpi_network `net`. Rank 0 writes the outputs and gets the summary.
+template <class Group, class Net = void>
+reference_outcome run_reference(const run_spec& s, const reference_plan& p, const fashion_mnist& fm, const nn::model& model,
+                                Group& group, Net* net = nullptr, const reference_io& io = {},
+                                run_clock::time_point start = run_clock::now()) {
+  const std::size_t d = model.num_params(), n = s.nodes, local = group.local_nodes();
+  const std::uint32_t first = group.first_node();
+  const bool root = group.rank() == 0, scsp = s.info().final_rounds;
+  const std::uint32_t rounds = p.rounds(), train_rounds = p.train_rounds;
+  auto say = [&](const std::string& t) { if (io.out) io.out(t); };
+  auto warn = [&](const std::string& t) { if (io.err) io.err(t); };
+  const auto sched = parse_schedule(s.schedule_spec(), n, s.seed);
+  any_compressor comp = parse_compressor(s.compressor_spec());
+  const auto final_comp = parse_compressor(s.final_compressor_spec());
+  const double eta = s.eta_value();
+  const nn::lr_schedule lr = reference_lr(s);
+  reference_backend backend(s, p, fm, model, first, local);
+
+  reference_outcome outcome;
+  csv_log log;
+  const std::string log_path = s.log.value_or(""), plot_path = s.plot.value_or("");
+  trainer_callbacks cb;
+  cb.guard = [&](const round_status& st) -> std::optional<std::string> {
+    auto why = default_divergence_guard(st);
+    if (why) *why += ": lower --eta (now " + run_settings::exact(eta) + ") or --lr (now " + run_settings::exact(s.lr) + ")";
+    return why;
+  };
+  cb.progress = [&](const round_status& st) {
+    const double epoch = static_cast<double>(std::min(st.round, train_rounds)) * static_cast<double>(s.batch) /
+                         static_cast<double>(p.per_node);
+    if (st.evaluated && log.is_open()) log.row(st, epoch, scsp && st.round > train_rounds ? "final-gossip" : "train");
+    if (root && (io.live || st.evaluated)) {  // a terminal gets one live line, a pipe a line per evaluation
+      char loss[32] = "-";  // under MPI the mean loss is gathered at evaluations and checkpoints only
+      if (st.loss_known) std::snprintf(loss, sizeof loss, "%.4f", st.loss);
+      say(detail::format("%sround %u/%u  epoch %.2f  loss %s  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
+                         io.live ? "\r" : "", st.round, rounds, epoch, loss, 100 * st.eval.avg_node_accuracy,
+                         100 * st.eval.averaged_model_accuracy, st.report.parameter_divergence,
+                         static_cast<double>(st.bytes_now) / 1e6, st.wall_seconds / st.round * (rounds - st.round),
+                         io.live ? "   " : "\n"));
+    }
+  };
+  cb.before_checkpoint = [&](std::uint32_t) {
+    if (!log.is_open()) return;
+    log.flush();
+    if (!log.is_open()) warn(log.error() + "; the run goes on without it");
+  };
+  cb.resumed = [&](std::uint32_t t) { if (root) say(detail::format("resumed from %s at round %u\n", s.resume->c_str(), t)); };
+  cb.started = [&](std::uint32_t t) {  // a resume's checkpoint is read and checked: only now is the log touched
+    if (!log_path.empty() && root && !log.open(log_path, t)) warn(log.error() + "; the run goes on without it");
+  };
+  trainer<float, Group> tr(group, s.fingerprint(d),
+                           {.rounds = rounds, .train_rounds = train_rounds,
+                            .lr = [&lr, train_rounds](std::uint32_t t) { return lr.at(t, train_rounds); },
+                            .eval_every = s.eval_every, .eval_threads = s.threads_value(), .checkpoint_dir = s.checkpoint_dir(),
+                            .checkpoint_every = s.checkpoint_every, .resume_dir = s.resume.value_or(""),
+                            .resume_round = s.resume_round, .start = start,
+                            .eval_reduction = s.eval_reduce_value() == "allreduce" ? eval_reduction::allreduce
+                                                                                   : eval_reduction::ordered},
+                           backend.hooks(), cb);
+  backend.resuming_at(tr.start_round());
+  if (root) say(reference_header(s, p, d));
+
+  std::vector<std::vector<float>> x0(local, std::vector<float>(d));
+  model.init(x0[0], s.seed);
+  std::fill(x0.begin() + 1, x0.end(), x0[0]);
+  using net_t = std::conditional_t<std::is_void_v<Net>, loopback_network, Net>;
+  const algorithm_info& a = s.info();
+  auto train_with = [&](auto&... on) {  // the algorithm over this process's network: its own loopback, or `net`
+    if (!a.graph) {
+      centralized<float> alg(x0[0], n, s.threads_value());
+      return tr.run(alg);
+    }
+    if (a.keeps_neighbour_copies) {
+      const choco_options co{.consensus_step = s.consensus_step_value(), .compressor = comp, .threads = s.threads_value(),
+                             .seed = s.seed};
+      choco<float, any_compressor, any_schedule, net_t> alg(std::move(x0), sched, on..., co);
+      return tr.run(alg);
+    }
+    if (s.per_layer) {  // top-K over each layer's parameters (validate() refused anything but top-k)
+      top_k per = std::get<top_k>(comp.get());
+      for (std::size_t l = 0; l < model.layers().size(); ++l)
+        if (const std::size_t off = model.param_offset(l); off < d && (per.segments.empty() || off > per.segments.back()))
+          per.segments.push_back(off);
+      if (per.segments.empty() || per.segments.front() != 0) per.segments.insert(per.segments.begin(), 0);
+      comp = per;
+    }
+    const auto phases = scsp ? scsp_phases(comp, eta, train_rounds, final_comp, *s.final_eta_value(), p.final_rounds)
+                             : sparse_push_phases(comp, eta);
+    const sparse_push_options so{.threads = s.threads_value(), .seed = s.seed,
+                                 .network = {.drop_probability = s.drop_value(), .seed = s.seed,
+                                             .max_delay = s.max_delay_value()},
+                                 .recovery = s.loss_recovery_value() == "ack" ? loss_recovery::acknowledged : loss_recovery::none,
+                                 .policy = s.policy()};
+    sparse_push<float, any_compressor, any_schedule, net_t> alg(std::move(x0), sched, phases, on..., so);
+    return tr.run(alg);
+  };
+  if constexpr (std::is_void_v<Net>) outcome.result = train_with();
+  else outcome.result = train_with(*net);
+  const train_result& res = outcome.result;
+  if (res.diverged) {
+    if (root && io.live) say("\n");
+    if (root) warn(res.reason);
+    if (!log.close()) outcome.failed_outputs.push_back(log.error());
+    return outcome;
+  }
+  if (io.live) say("\n");
+  if (!root) return outcome;
+  const double wall = std::chrono::duration<double>(run_clock::now() - start).count();
+  outcome.summary = reference_summary(s, res, model, p, group.ranks(), wall);
+  if constexpr (simulated_clock) {  // the times above are SimGrid's simulated seconds; this is what simulating took
+    outcome.summary.set("clock", "simulated (SMPI)");
+    outcome.summary.set("host_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - io.host_start).count());
+  }
+  const std::string text = io.json ? io.json(outcome.summary) : std::string();
+  if (io.json) say(text + "\n");
+  // every output checked: a failure is reported, naming the file, after the results above
+  if (s.summary && io.json)
+    if (auto why = write_whole(*s.summary, "the summary file", text + '\n'); !why.empty()) outcome.failed_outputs.push_back(why);
+  const bool log_ok = log.close();
+  if (!log_ok) outcome.failed_outputs.push_back(log.error());
+  if (!plot_path.empty() && log_ok) {
+    const std::string title = s.algorithm + " " + s.compressor_spec() + ", " + std::to_string(n) + " nodes, " + s.schedule_spec();
+    if (auto why = write_plot(log_path, plot_path, title); !why.empty()) outcome.failed_outputs.push_back(why);
+    else say("plot written to " + plot_path + "\n");
+  } else if (!plot_path.empty()) {
+    outcome.failed_outputs.push_back("the plot " + plot_path + " was not drawn: its log " + log_path + " is incomplete");
+  }
+  return outcome;
+}
+
+}  // namespace v0
+}  // namespace sparsepush
