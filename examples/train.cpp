@@ -148,6 +148,59 @@ bool ranks_agree([[maybe_unused]] const sp::run_spec& spec, [[maybe_unused]] con
   return true;
 }
 
+/// What a run needs besides its spec, checked and loaded on every rank before any collective.
+struct inputs {
+  const sp::fashion_mnist* fm = nullptr;  // this process's copy, or under SMPI the copy every rank shares
+  std::optional<sp::fashion_mnist> own_data;
+  std::optional<sp::nn::model> net;
+  sp::reference_plan plan;
+};
+
+/// Every check a rank can make alone: the options, its outputs (rank 0), the data and the model.
+/// The error, or "" with `in` loaded.
+std::string check_and_load(const sp::run_spec& spec, int rank, int ranks, inputs& in) {
+  try {
+    for (const auto& w : spec.validate(ranks))
+      if (rank == 0) std::fprintf(stderr, "sparsepush-train: warning: %s\n", w.c_str());
+    spec.check_files(rank, sp::fashion_mnist_files());
+#ifdef SPARSEPUSH_SMPI
+    in.fm = &shared_fashion_mnist(spec.data);
+#else
+    in.fm = &in.own_data.emplace(sp::load_fashion_mnist(spec.data));
+#endif
+    in.net = sp::nn::model::make(spec.model, 1, in.fm->train.rows, in.fm->train.cols, 10);
+    in.plan = sp::plan_reference_run(spec, in.fm->train);
+  } catch (const std::bad_alloc&) {
+    return "out of memory while loading the data (fewer --nodes, a smaller --model)";
+  } catch (const std::exception& e) {  // the library's errors, and any other (a filesystem_error names its path)
+    return message_of(e);
+  }
+  return {};
+}
+
+/// Train this process's nodes (all of them, or under MPI its rank's) and report; the exit code.
+int train(const sp::run_spec& spec, const inputs& in, sp::run_clock::time_point t_start,
+          std::chrono::steady_clock::time_point host_start) {
+  const bool live = isatty(fileno(stdout)) && !spec.mpi();  // mpirun forwards a pty: plain lines there
+  sp::reference_outcome outcome;
+#ifdef SPARSEPUSH_HAS_MPI
+  if (spec.mpi()) {
+    sp::mpi_network mpi_net(MPI_COMM_WORLD, spec.nodes,
+                            sp::mpi_options{std::chrono::milliseconds(static_cast<long>(spec.mpi_timeout * 1000)),
+                                            spec.drop_value(), spec.seed, spec.policy()});
+    sp::mpi_process_group group(mpi_net);
+    outcome = sp::run_reference(spec, in.plan, *in.fm, *in.net, group, &mpi_net, terminal_io(live, host_start), t_start);
+  }
+#endif
+  if (!spec.mpi()) {
+    sp::single_process group(spec.nodes);
+    outcome = sp::run_reference<sp::single_process, void>(spec, in.plan, *in.fm, *in.net, group, nullptr,
+                                                          terminal_io(live, host_start), t_start);
+  }
+  for (const auto& w : outcome.failed_outputs) std::fprintf(stderr, "sparsepush-train: %s\n", w.c_str());
+  return outcome.exit_code();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,30 +247,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
-  // Every rank checks everything it can before any collective: the options, its outputs (rank
-  // 0), the data and the model. Under MPI the ranks then agree: one rank's failure stops them all
-  // with exit code 2, the error printed once (rank 0's, or the failing ranks' own).
-  std::string why;
-  const sp::fashion_mnist* fm = nullptr;  // this process's copy, or under SMPI the copy every rank shares
-  std::optional<sp::fashion_mnist> own_data;
-  std::optional<sp::nn::model> net;
-  sp::reference_plan plan;
-  try {
-    for (const auto& w : spec.validate(ranks))
-      if (rank == 0) std::fprintf(stderr, "sparsepush-train: warning: %s\n", w.c_str());
-    spec.check_files(rank, sp::fashion_mnist_files());
-#ifdef SPARSEPUSH_SMPI
-    fm = &shared_fashion_mnist(spec.data);
-#else
-    fm = &own_data.emplace(sp::load_fashion_mnist(spec.data));
-#endif
-    net = sp::nn::model::make(spec.model, 1, fm->train.rows, fm->train.cols, 10);
-    plan = sp::plan_reference_run(spec, fm->train);
-  } catch (const std::bad_alloc&) {
-    why = "out of memory while loading the data (fewer --nodes, a smaller --model)";
-  } catch (const std::exception& e) {  // the library's errors, and any other (a filesystem_error names its path)
-    why = message_of(e);
-  }
+  // Every rank checks everything it can before any collective. Under MPI the ranks then agree: one
+  // rank's failure stops them all with exit code 2, the error printed once (rank 0's, or the
+  // failing ranks' own); so do ranks that run different settings.
+  inputs in;
+  const std::string why = check_and_load(spec, rank, ranks, in);
   if (mpi && ranks > 1 && !ranks_agree(spec, why, rank, ranks)) return 2;
   if (!why.empty()) {
     std::fprintf(stderr, "sparsepush-train: %s\n", why.c_str());
@@ -225,24 +259,7 @@ int main(int argc, char** argv) {
   }
   const std::string prefix = std::string("sparsepush-train: ") + (ranks > 1 ? "rank " + std::to_string(rank) + ": " : "");
   try {
-    sp::reference_outcome outcome;
-    const bool live = isatty(fileno(stdout)) && !mpi;  // mpirun forwards a pty: plain lines there
-#ifdef SPARSEPUSH_HAS_MPI
-    if (mpi) {
-      sp::mpi_network mpi_net(MPI_COMM_WORLD, spec.nodes,
-                              sp::mpi_options{std::chrono::milliseconds(static_cast<long>(spec.mpi_timeout * 1000)),
-                                              spec.drop_value(), spec.seed, spec.policy()});
-      sp::mpi_process_group group(mpi_net);
-      outcome = sp::run_reference(spec, plan, *fm, *net, group, &mpi_net, terminal_io(live, host_start), t_start);
-    }
-#endif
-    if (!mpi) {
-      sp::single_process group(spec.nodes);
-      outcome = sp::run_reference<sp::single_process, void>(spec, plan, *fm, *net, group, nullptr,
-                                                            terminal_io(live, host_start), t_start);
-    }
-    for (const auto& w : outcome.failed_outputs) std::fprintf(stderr, "sparsepush-train: %s\n", w.c_str());
-    return outcome.exit_code();
+    return train(spec, in, t_start, host_start);
   } catch (const std::bad_alloc&) {  // a message and exit code 2, never an abort
     std::fprintf(stderr, "%sout of memory (fewer --nodes, a smaller --model or --batch)\n", prefix.c_str());
     return fail(2);
