@@ -3,8 +3,10 @@
 sparsepush module as the gossip: Sparse-Push (sp), Skew-Compensated Sparse-Push (scsp: sp, then
 exact gossip rounds) and SGP (sgp). It is sparsepush-train (examples/train.cpp) with torch's
 autograd in place of the reference backend: the same CNN, initial weights and minibatch order (bit
-for bit), data partition, optimizer, learning-rate schedule, options, defaults and summary keys.
-Only torch's floating-point kernels differ.
+for bit), data partition, optimizer, learning-rate schedule, options, defaults and summary keys:
+the settings are a sparsepush.RunSpec, checked by the library's rules, and the shards, minibatch
+order, initial weights, round counts and learning rates come from the module (RunSpec.plan,
+ShardSampler, init_model, RunSpec.lr). Only torch's floating-point kernels differ.
 
 All nodes in one process, one Python thread per node driving a PushSumNode on a LoopbackNetwork:
     /usr/bin/python3 examples/python/train_torch.py --algorithm sp --epochs 2 --summary run.json
@@ -21,7 +23,7 @@ and sparsepush.
 """
 import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch: one thread per node, reproducible
-import argparse, collections, gzip, json, math, sys, threading, time
+import argparse, collections, json, math, sys, threading, time
 
 
 def find_dependencies():
@@ -50,13 +52,11 @@ import torch
 import torch.nn.functional as F
 import sparsepush as sp
 
-M64 = (1 << 64) - 1
-
 
 class Node:
     """One node: its torch model over flat buffers, its optimizer state and its data."""
     def __init__(self, i, x0, args, parts):
-        self.id, self.args, self.shard = i, args, Shard(parts[i], (args.seed * 1000003 + i) & M64)
+        self.id, self.args, self.shard = i, args, sp.ShardSampler(parts[i], sp.shard_seed(args.seed, i))
         self.x = x0.clone()                  # the push-sum numerator x_i: the round works in it
         self.xh, self.grad = torch.empty_like(x0), torch.zeros_like(x0)  # x_i / u_i and its gradient
         self.velocity = torch.zeros_like(x0)  # heavy-ball momentum, the direction p_i
@@ -71,7 +71,7 @@ class Node:
 def local_step(nd, data):
     """Node nd's direction p_i at its de-biased model; returns the minibatch loss."""
     nd.debias(nd.xh)                                   # xh_i = x_i / u_i: the torch parameters
-    idx = nd.shard.next_batch(nd.args.batch)
+    idx = torch.from_numpy(nd.shard.next_batch(nd.args.batch).astype(np.int64))
     nd.grad.zero_()                                    # the parameters' .grad are views of nd.grad
     loss = F.cross_entropy(nd.net(data.train_x[idx]), data.train_y[idx])
     loss.backward()
@@ -104,88 +104,14 @@ def bind(net, flat, grad):
         at += p.numel()
     return net
 
-def mt19937_64(seed):
-    """std::mt19937_64(seed)'s outputs."""
-    mt = [seed & M64]
-    for i in range(1, 312): mt.append((6364136223846793005 * (mt[-1] ^ (mt[-1] >> 62)) + i) & M64)
-    while True:
-        for k in range(312):
-            y = (mt[k] & 0xFFFFFFFF80000000) | (mt[(k + 1) % 312] & 0x7FFFFFFF)
-            mt[k] = mt[(k + 156) % 312] ^ (y >> 1) ^ (0xB5026F5AA96619E9 if y & 1 else 0)
-        for y in mt:
-            y ^= (y >> 29) & 0x5555555555555555
-            y ^= (y << 17) & 0x71D67FFFEDA60000
-            y ^= (y << 37) & 0xFFF7EEE000000000
-            yield y ^ (y >> 43)
-
-def reference_init(seed):
-    """nn::model::init bit for bit: He-normal weights (sd sqrt(2 / fan_in)), drawn layer by layer
-    from std::mt19937_64(seed) with Box-Muller; zero biases; GroupNorm gamma 1, beta 0."""
-    gen = mt19937_64(seed)
-    uniform = lambda: ((next(gen) >> 11) + 0.5) * 2.0 ** -53
-    def normals():
-        while True:
-            r = math.sqrt(-2.0 * math.log(uniform()))
-            a = 2.0 * math.pi * uniform()
-            yield r * math.cos(a)
-            yield r * math.sin(a)
-    draw, parts = normals(), []
-    for layer in cnn():
-        if isinstance(layer, (torch.nn.Conv2d, torch.nn.Linear)):
-            w = layer.weight
-            sd = math.sqrt(2.0 / (w.numel() // w.shape[0]))
-            parts += [np.array([sd * next(draw) for _ in range(w.numel())]), np.zeros(w.shape[0])]
-        elif isinstance(layer, torch.nn.GroupNorm):
-            parts += [np.ones(layer.num_channels), np.zeros(layer.num_channels)]
-    return torch.from_numpy(np.concatenate(parts).astype(np.float32))
-
-def uniform_below(gen, r):
-    """libstdc++'s uniform_int_distribution{0, r - 1} over a 64-bit engine (Lemire's method)."""
-    prod = next(gen) * r
-    if prod & M64 < r:
-        while prod & M64 < (-r & M64) % r: prod = next(gen) * r
-    return prod >> 64
-
-class Shard:
-    """A node's samples in shard_sampler's order: libstdc++'s std::shuffle with std::mt19937_64
-    (seed * 1000003 + node) at the start of every epoch; a batch may cross into the next epoch."""
-    def __init__(self, samples, seed):
-        self.samples, self.gen, self.order, self.at = [int(s) for s in samples], mt19937_64(seed), [], 0
-
-    def reshuffle(self):
-        a, i = list(self.samples), 1
-        if len(a) % 2 == 0:
-            j = uniform_below(self.gen, 2)
-            a[1], a[j], i = a[j], a[1], 2
-        while i < len(a):  # two swap positions from one draw
-            p, q = divmod(uniform_below(self.gen, (i + 1) * (i + 2)), i + 2)
-            a[i], a[p] = a[p], a[i]
-            a[i + 1], a[q] = a[q], a[i + 1]
-            i += 2
-        self.order, self.at = a, 0
-
-    def next_batch(self, b):
-        out = []
-        while len(out) < b:
-            if self.at == len(self.order): self.reshuffle()
-            take = self.order[self.at:self.at + b - len(out)]
-            out, self.at = out + take, self.at + len(take)
-        return torch.tensor(out)
-
-
 class Data:
-    """Fashion-MNIST from its four .gz files, pixels scaled to [0, 1] in float32 (as data/idx.hpp)."""
+    """Fashion-MNIST as sparsepush-train reads it (sparsepush.load_fashion_mnist), as torch tensors."""
     def __init__(self, d):
-        def idx(name, header):
-            with gzip.open(os.path.join(d, name), "rb") as f: return np.frombuffer(f.read(), np.uint8, offset=header)
-        images = lambda s: torch.from_numpy((idx(f"{s}-images-idx3-ubyte.gz", 16).astype(np.float32)
-                                             * np.float32(1 / 255)).reshape(-1, 1, 28, 28))
-        self.train_x, self.test_x = images("train"), images("t10k")
-        self.train_labels = idx("train-labels-idx1-ubyte.gz", 8)
+        fm = sp.load_fashion_mnist(d)
+        self.train_x, self.test_x = (torch.from_numpy(fm[s]["images"]).unsqueeze(1) for s in ("train", "test"))
+        self.train_labels = fm["train"]["labels"]
         self.train_y = torch.from_numpy(self.train_labels.astype(np.int64))
-        self.test_y = torch.from_numpy(idx("t10k-labels-idx1-ubyte.gz", 8).astype(np.int64))
-        if len(self.train_x) != len(self.train_y) or len(self.test_x) != len(self.test_y):
-            raise ValueError(f"{d}: the image and label files disagree in count")
+        self.test_y = torch.from_numpy(fm["test"]["labels"].astype(np.int64))
 
 def accuracy(net, data, samples):
     """The share of the first `samples` test images net gets right (argmax: the lowest class on ties)."""
@@ -203,138 +129,66 @@ def exact(spec):
     """Identity in float32: the phase sends x itself and leaves the residual alone (no feedback)."""
     return spec in ("identity", "identity+fp32")
 
-def default_eta(spec):
-    """train/defaults.hpp: the default eta of a compressor."""
-    name, _, arg = spec.split("+")[0].partition(":")
-    if name in ("identity", "qsgd", "sign"): return {"identity": 1.0, "qsgd": 0.2, "sign": 0.05}[name]
-    f = float(arg) if any(c in arg for c in ".eE") else 0.01  # a count k counts as 1%
-    return 0.1 if f >= 0.1 else 0.02 if f >= 0.01 else 0.01
+# sparsepush-train's options that apply here: help, defaults and checks are the library's (RunSpec)
+OFFERED = ["nodes", "schedule", "algorithm", "compressor", "eta", "final_rounds", "final_compressor", "final_eta",
+           "final_tolerance", "seed", "model", "epochs", "batch", "lr", "lr_schedule", "warmup", "skew", "dirichlet",
+           "momentum", "nesterov", "weight_decay", "eval_every", "eval_samples", "final_eval_samples", "summary", "data",
+           "transport", "mpi_timeout"]
+ONLY = {"algorithm": ["sp", "scsp", "sgp"], "model": ["cnn"]}  # what this program implements
 
-def lr_at(a, t, total):
-    """nn::lr_schedule: linear warm-up from lr / 10, then step (x0.1 from round(0.75 total)), cosine or constant."""
-    if t < a.warmup: return a.lr / 10 + (a.lr - a.lr / 10) * t / a.warmup
-    if a.lr_schedule == "step": return a.lr * (0.1 if t >= math.floor(0.75 * total + 0.5) else 1.0)
-    if a.lr_schedule == "cosine": return a.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (t - a.warmup) / max(1, total - a.warmup))))
-    return a.lr
-
-def final_rounds_for(sched, first, tolerance, eta, max_rounds=100000, work_limit=2.0 ** 34):
-    """algorithm/final_rounds.hpp: the fewest exact rounds from round `first` after which every
-    de-biased model is within `tolerance` of its distance to the average (rho, from the product of
-    the relaxed W(t)); returns (rounds, rho)."""
-    n, work = sched.num_nodes, 0.0
-    p = np.eye(n)
-    for k in range(1, max_rounds + 1):
-        nxt = np.zeros((n, n)) if eta == 1 else (1 - eta) * p
-        for j in range(n):
-            col = sched.out_edges(first + k - 1, j)
-            for to, share in col: nxt[to] += (eta * share) * p[j]
-            work += (len(col) + 1) * n
-        p, delta = nxt, 0.0
-        for row in p:
-            mean = np.cumsum(row)[-1] / n
-            delta = max(delta, float(np.max(np.abs(row / mean - 1)))) if mean > 0 else 1.0
-            if delta >= 1: break
-        if delta < 1 and 2 * delta / (1 - delta) <= tolerance: return k, 2 * delta / (1 - delta)
-        if work >= work_limit: break
-    raise ValueError(f"final rounds: the schedule mixes too slowly to bring the models within {tolerance} of the "
-                     "average: give --final-rounds N")
-
+def message(e):
+    """An error's text without the library's "sparsepush: " (the program names itself)."""
+    return str(e).removeprefix("sparsepush: ")
 
 def options(argv):
-    def number(lo, hi, lo_open=False, whole=False):
-        def check(text):
-            try: v = int(text) if whole else float(text)
-            except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if whole else ''}number")
-            if not (math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi):
-                raise argparse.ArgumentTypeError(f"{text} is not {'>' if lo_open else '>='} {lo}" if hi == math.inf else
-                                                 f"{text} is outside {'(' if lo_open else '['}{lo}, {hi}]")
-            return v
-        return check
-    inf, u32 = math.inf, 2 ** 32 - 1
+    """The RunSpec of the command line: each value is given to the library as text, which it
+    parses and checks as sparsepush-train does (validate() follows, once the ranks are known)."""
     ap = argparse.ArgumentParser(description="Decentralized training on Fashion-MNIST with PyTorch and sparsepush "
                                  "(Sparse-Push, SCSP, SGP), with sparsepush-train's options where they apply.")
-    add = ap.add_argument
-    add("--nodes", type=number(2, 4096, whole=True), default=16, help="number of nodes, 2 to 4096")
-    add("--schedule", default="time-varying-ring", help="communication schedule, as sparsepush-train's")
-    add("--algorithm", choices=["sp", "scsp", "sgp"], default="scsp")
-    add("--compressor", help="compressor spec (default top-k:0.01)")
-    add("--final-rounds", default="auto", help="SCSP: gossip rounds at the end, a count or auto")
-    add("--final-compressor", default="identity", help="SCSP: compressor of the final rounds (identity only here)")
-    add("--final-eta", type=number(0, 1, lo_open=True), help="SCSP: consensus step of the final rounds")
-    add("--final-tolerance", type=number(1e-12, 0.5), default=1e-3, help="SCSP with --final-rounds auto")
-    add("--eta", type=number(0, 1, lo_open=True), help="consensus step (default from the compressor)")
-    skew = ap.add_mutually_exclusive_group()
-    skew.add_argument("--skew", type=number(0, 1), default=0.8, help="label skew in [0, 1]")
-    skew.add_argument("--dirichlet", type=number(0, inf, lo_open=True), default=0.0, help="Dirichlet(alpha) partition")
-    add("--model", choices=["cnn"], default="cnn")
-    add("--epochs", type=number(0, inf, lo_open=True), default=5.0, help="epochs over each node's shard")
-    add("--batch", type=number(1, 4096, whole=True), default=32, help="minibatch per node")
-    add("--lr", type=number(0, inf, lo_open=True), default=0.02, help="learning rate")
-    add("--lr-schedule", choices=["step", "cosine", "constant"], default="step", help="step: x0.1 for the last quarter")
-    add("--warmup", type=number(0, u32, whole=True), default=0, help="rounds of linear learning-rate warm-up")
-    add("--nesterov", action="store_true")
-    add("--momentum", type=number(0, 0.999), default=0.9)
-    add("--weight-decay", type=number(0, inf), default=1e-4)
-    add("--seed", type=number(0, M64, whole=True), default=1)
-    add("--eval-every", type=number(0, u32, whole=True), default=0, help="rounds between evaluations (0: about 10 a run)")
-    add("--eval-samples", type=number(1, 10000, whole=True), default=2000, help="test images of periodic evaluations")
-    add("--final-eval-samples", type=number(0, 10000, whole=True), default=0, help="test images of the last (0: all)")
-    add("--summary", help="JSON summary file")
-    add("--data", default="/usr/share/datasets/fashion-mnist")
-    add("--transport", choices=["loopback", "mpi"], default="loopback")
-    add("--mpi-timeout", type=number(0.001, 2147483), default=60.0)
-    a = ap.parse_args(argv)
-    given = {s.split("=")[0] for s in argv if s.startswith("--")}
-    if a.algorithm == "sgp" and a.compressor is not None:
-        ap.error("--compressor: --algorithm sgp sends whole models (the identity compressor); use sp or scsp")
-    for o in ("--final-compressor", "--final-eta", "--final-tolerance"):
-        if o in given and a.algorithm != "scsp": ap.error(f"{o} sets SCSP's final rounds; --algorithm {a.algorithm} has none")
-    if a.algorithm == "scsp" and not exact(a.final_compressor):
-        ap.error(f"--final-compressor {a.final_compressor}: only identity here (a compressed final phase starts from "
-                 "a fresh residual: PushSumNode.round(fresh_residual=True); not wired into this example)")
-    if a.final_rounds != "auto" and not (a.final_rounds.isdigit() and 1 <= int(a.final_rounds) <= u32):
-        ap.error(f"--final-rounds must be auto or a count in [1, 4294967295], got {a.final_rounds}")
-    if a.final_rounds != "auto" and "--final-tolerance" in given:
-        ap.error(f"--final-tolerance sets the target of --final-rounds auto; --final-rounds {a.final_rounds} is the count")
-    a.compressor = "identity" if a.algorithm == "sgp" else a.compressor or "top-k:0.01"
+    table = sp.run_options()
+    for k in OFFERED:
+        o = table[k]
+        text = o["help"].replace("%", "%%") + (f" (default: {o['default_text']})" if o["default_text"] else "")
+        if o["type"] == "bool":
+            ap.add_argument(o["option"], action="store_true", help=text)
+        else:
+            ap.add_argument(o["option"], choices=ONLY.get(k, o["choices"]), help=text)
+    given = {k: v for k, v in vars(ap.parse_args(argv)).items() if v not in (None, False)}
     try:
-        a.comp, a.sched = sp.parse_compressor(a.compressor), sp.parse_schedule(a.schedule, a.nodes, a.seed)
-    except (sp.Error, ValueError) as e:
-        ap.error(str(e))
-    a.eta = a.eta if a.eta is not None else 1.0 if a.algorithm == "sgp" else default_eta(a.compressor)
-    a.final_eta = a.final_eta if a.final_eta is not None else default_eta(a.final_compressor)
-    if a.summary and not os.access(os.path.dirname(os.path.abspath(a.summary)), os.W_OK):
-        ap.error(f"--summary {a.summary}: its directory is not writable")
-    return a, ap
+        spec = sp.RunSpec(**given)
+    except sp.Error as e:
+        ap.error(message(e))
+    if spec.algorithm_info["final_rounds"] and not exact(spec.final_compressor_spec):
+        ap.error(f"--final-compressor {spec.final_compressor_spec}: only identity here (a compressed final phase starts "
+                 "from a fresh residual: PushSumNode.round(fresh_residual=True); not wired into this example)")
+    return spec, ap
+
+def settings(spec):
+    """The values the run uses, defaults resolved (a.eta, a.schedule, ...), and its parts."""
+    a = argparse.Namespace(**spec.as_dict())
+    a.spec, a.schedule, a.compressor, a.eta = spec, spec.schedule_spec, spec.compressor_spec, spec.eta_value
+    a.final_rounds, a.final_compressor, a.final_eta = spec.final_rounds_spec, spec.final_compressor_spec, spec.final_eta_value
+    a.skew, a.scsp = spec.skew_value, spec.algorithm_info["final_rounds"]
+    a.comp, a.sched = sp.parse_compressor(a.compressor), sp.parse_schedule(a.schedule, a.nodes, a.seed)
+    return a
 
 
 class Plan:
-    """What the run is made of (plan_run in train.cpp): the shards, the round counts, the phases;
-    and, on rank 0, the last evaluation."""
+    """What the run is made of: sparsepush-train's shards and round counts (RunSpec.plan), the
+    phases; and, on rank 0, the last evaluation."""
     def __init__(self, a, data, started):
-        n = a.nodes
-        self.parts = sp.partition(data.train_labels, n, skew=0.0 if a.dirichlet else a.skew, seed=a.seed, dirichlet=a.dirichlet)
-        if any(len(part) == 0 for part in self.parts):
-            raise ValueError("a node received no training samples; raise --dirichlet alpha or use fewer nodes")
-        self.per_node = len(data.train_labels) // n
-        self.train_rounds = max(1, math.floor(a.epochs * self.per_node / a.batch + 0.5))  # std::round
-        if self.train_rounds > 2 ** 32 - 1: raise ValueError(f"--epochs {a.epochs} gives more than 4294967295 rounds")
-        if a.warmup > self.train_rounds: raise ValueError(f"--warmup {a.warmup} is longer than the {self.train_rounds} training rounds")
-        self.final_rounds, self.bound = 0, None
-        if a.algorithm == "scsp" and a.final_rounds == "auto":
-            self.final_rounds, self.bound = final_rounds_for(a.sched, self.train_rounds, a.final_tolerance, a.final_eta)
-        elif a.algorithm == "scsp":
-            self.final_rounds = int(a.final_rounds)
-        self.rounds = self.train_rounds + self.final_rounds
+        run = a.spec.plan(data.train_labels)
+        self.parts, self.per_node, self.train_rounds = run.parts, run.per_node, run.train_rounds
+        self.final_rounds, self.bound, self.rounds = run.final_rounds, run.final_rounds_bound, run.rounds
         self.eval_every = a.eval_every or max(1, self.rounds // 10)
         self.epochs = self.train_rounds * a.batch / self.per_node
         self.feedback = not exact(a.compressor)  # SGP keeps no residual; SCSP's final rounds leave it alone
         self.train = Phase(a.comp, a.eta, True, self.feedback)
-        self.final = Phase(sp.parse_compressor("identity"), a.final_eta, False, False)
+        self.final = Phase(sp.parse_compressor(a.final_compressor), a.final_eta, False, False)
         self.started, self.eval_seconds, self.last, self.stop, self.bytes_trained = started, 0.0, None, None, None
 
     def phase(self, t): return self.train if t < self.train_rounds else self.final
-    def lr(self, a, t): return lr_at(a, min(t, self.train_rounds - 1), self.train_rounds)
+    def lr(self, a, t): return a.spec.lr(min(t, self.train_rounds - 1), self.train_rounds)
     def evaluates(self, t): return (t + 1) % self.eval_every == 0 or t + 1 == self.rounds
 
 
@@ -476,7 +330,7 @@ def run_mpi(a, p, data, x0, comm):
 # delay model here). Added: min_/max_node_test_accuracy, backend, and cpu_seconds: the thread CPU
 # seconds of every node, summed (local steps, rounds, evaluations).
 def summary(a, p, res):
-    n, d, ev, scsp = a.nodes, 20586, p.last, a.algorithm == "scsp"
+    n, d, ev, scsp = a.nodes, a.dim, p.last, a.scsp
     return {
         "algorithm": a.algorithm, "nodes": n, "schedule": a.schedule, "compressor": a.compressor, "eta": a.eta,
         "final_rounds": p.final_rounds, "final_rounds_setting": a.final_rounds if scsp else None,
@@ -502,30 +356,34 @@ def main(argv):
     torch.set_num_threads(1)
     if int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))) > 0:
         sys.stderr = open(os.devnull, "w")  # under mpirun a refused option is reported once, by rank 0
-    a, ap = options(argv)
+    spec, ap = options(argv)
     launched = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
-    if a.transport == "loopback" and launched > 1:
-        ap.error(f"started as {launched} MPI processes, but --transport is loopback: each would run the whole job; "
-                 "add --transport mpi")
+    if spec["transport"] != "mpi" and launched > 1:
+        ap.error(f"started as {launched} MPI processes, but --transport is {spec['transport']}: each would run the whole "
+                 "job; add --transport mpi")
     comm = None
-    if a.transport == "mpi":
+    if spec["transport"] == "mpi":
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
-        if comm.Get_size() > a.nodes: ap.error(f"--nodes {a.nodes} on {comm.Get_size()} MPI ranks: more ranks than nodes")
     root = comm is None or comm.Get_rank() == 0
     try:
+        for w in spec.validate(comm.Get_size() if comm else 1):
+            print(f"train_torch: warning: {w}", file=sys.stderr)
+        spec.check_files(0 if root else 1)
+        a = settings(spec)
         data = Data(a.data)
         p = Plan(a, data, started)
     except (OSError, ValueError, sp.Error) as e:
-        ap.error(str(e))
+        ap.error(message(e))
     if root:
         print(f"train_torch: {a.algorithm} on {a.nodes} nodes, schedule {a.schedule}, compressor {a.compressor}, eta {a.eta:g}, "
               f"{p.rounds} rounds ({p.epochs:.2f} epochs) of batch {a.batch}, {a.transport}"
               + (f"; SCSP's last {p.final_rounds} rounds gossip with {a.final_compressor}, eta {a.final_eta:g}"
-                 if a.algorithm == "scsp" else ""), flush=True)
+                 if a.scsp else ""), flush=True)
     sys.stderr = sys.__stderr__
     try:
-        x0 = reference_init(a.seed)
+        x0 = torch.from_numpy(sp.init_model(a.model, a.seed))  # nn::model::init's weights, bit for bit
+        a.dim = len(x0)
         res = run_mpi(a, p, data, x0, comm) if comm else run_loopback(a, p, data, x0)
     except Exception as e:
         print(f"train_torch: {e}", file=sys.stderr, flush=True)

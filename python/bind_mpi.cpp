@@ -1,0 +1,142 @@
+// python/bind_mpi.cpp: MpiNetwork, n nodes over the ranks of an MPI communicator (mpi4py's or
+// MPI_COMM_WORLD), where the module is built with MPI; without it, a stand-in that refuses.
+#include <string>
+
+#ifdef SPARSEPUSH_PYTHON_MPI
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#endif
+
+#include "bindings.hpp"
+
+namespace sparsepush_python {
+
+#ifdef SPARSEPUSH_PYTHON_MPI
+namespace {
+
+/// Initialize MPI (FUNNELED) and finalize it at exit, unless someone else (mpi4py) initialized it
+/// first: then it is theirs to finalize.
+void ensure_mpi() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (fin) throw sp::config_error("MPI was finalized already: an MpiNetwork cannot be built after MPI_Finalize");
+  if (init) return;
+  // Open MPI loads its components as plugins that need libmpi's symbols: make them global, as an
+  // MPI program linked the usual way has them (a Python extension is loaded RTLD_LOCAL).
+  for (const char* lib : {"libmpi.so.40", "libmpi.so.12", "libmpi.so"})
+    if (dlopen(lib, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD)) break;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    throw sp::config_error("MPI_Init_thread failed");
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    int f = 0;
+    MPI_Finalized(&f);
+    if (!f) MPI_Finalize();
+  }));
+}
+
+std::unique_ptr<py_mpi> make_mpi(std::size_t n, py::object comm, double timeout, const std::string& policy,
+                                 double drop_probability, std::uint64_t seed) {
+  if (n == 0) throw sp::config_error("an MPI network needs at least one node");
+  if (!(timeout > 0.0) || timeout > 1e7) throw sp::config_error("MPI timeout must be positive seconds, got " + std::to_string(timeout));
+  if (!(drop_probability >= 0.0 && drop_probability < 1.0))
+    throw sp::config_error("drop_probability must be in [0, 1), got " + std::to_string(drop_probability));
+  sp::mpi_options o;
+  o.timeout = std::chrono::milliseconds(std::max<long long>(1, static_cast<long long>(timeout * 1000.0)));
+  o.policy = parse_policy(policy);
+  o.drop_probability = drop_probability;
+  o.seed = seed;
+  ensure_mpi();
+  MPI_Comm c = MPI_COMM_WORLD;
+  if (!comm.is_none()) {
+    if (!py::hasattr(comm, "py2f"))
+      throw py::type_error("sparsepush: comm must be an mpi4py communicator (with py2f()) or None");
+    c = MPI_Comm_f2c(comm.attr("py2f")().cast<MPI_Fint>());
+    if (c == MPI_COMM_NULL) throw sp::config_error("comm is MPI_COMM_NULL");
+  }
+  int size = 0;
+  MPI_Comm_size(c, &size);
+  if (n < static_cast<std::size_t>(size))
+    throw sp::config_error("an MPI network of " + std::to_string(n) + " nodes over " + std::to_string(size) +
+                           " ranks: every rank needs at least one node");
+  auto p = std::make_unique<py_mpi>();
+  p->thread = std::this_thread::get_id();
+  p->comm = comm;
+  {
+    py::gil_scoped_release nogil;  // a collective: waits for the other ranks
+    p->net = std::make_unique<sp::mpi_network>(c, n, o);
+  }
+  return p;
+}
+
+}  // namespace
+
+void bind_mpi(py::module_& m) {
+  py::class_<py_mpi>(m, "MpiNetwork",
+                     "n nodes on the ranks of an MPI communicator, in contiguous blocks (rank r hosts "
+                     "[first_node, first_node + local_nodes)).")
+      .def(py::init(&make_mpi),
+           py::arg("n"), py::arg("comm") = py::none(), py::arg("timeout") = 60.0, py::arg("policy") = "lockstep",
+           py::arg("drop_probability") = 0.0, py::arg("seed") = 0,
+           R"doc(MpiNetwork(n, comm=None, timeout=60.0, policy="lockstep", drop_probability=0.0, seed=0)
+
+n nodes over the ranks of comm (an mpi4py communicator, or None: MPI_COMM_WORLD), a collective call.
+MPI is initialized here (MPI_THREAD_FUNNELED, finalized at exit) unless it already is, e.g. by
+mpi4py, which then keeps it. Every MPI call of the network must come from the thread that built it:
+a rank drives its block of nodes from that thread (one PushSumNode per rank, or a PushSumGroup).
+timeout: seconds any wait on other ranks may take before TransportError. policy: the wait policy of
+the PushSumGroup that drives it (check_policy); a PushSumNode round needs "lockstep".)doc")
+      .def(
+          "endpoint",
+          [](py_mpi& n, std::uint32_t i) {
+            n.check_thread("MpiNetwork.endpoint");
+            return py_endpoint{n.net->endpoint(i), i, n.net->num_nodes(), &n};
+          },
+          py::arg("i"), py::keep_alive<0, 1>(), "endpoint(i) -> Endpoint\n\nNode i's endpoint; i must be one of this rank's nodes.")
+      .def_property_readonly("num_nodes", [](const py_mpi& n) { return n.net->num_nodes(); })
+      .def_property_readonly("first_node", [](const py_mpi& n) { return n.net->first_node(); }, "This rank's first node.")
+      .def_property_readonly("local_nodes", [](const py_mpi& n) { return n.net->local_nodes(); }, "This rank's node count.")
+      .def_property_readonly("rank", [](const py_mpi& n) { return n.net->rank(); })
+      .def_property_readonly("ranks", [](const py_mpi& n) { return n.net->ranks(); })
+      .def_property_readonly("policy", [](const py_mpi& n) { return sp::to_string(n.net->policy()); })
+      .def("total_bytes", [](const py_mpi& n) { return n.net->total_bytes(); }, "Bytes sent by this rank's nodes so far.")
+      .def("total_messages", [](const py_mpi& n) { return n.net->total_messages(); }, "Envelopes sent by this rank's nodes.")
+      .def(
+          "agree",
+          [](py_mpi& n, const std::string& settings) {
+            n.check_thread("MpiNetwork.agree");
+            py::gil_scoped_release nogil;
+            n.net->agree(settings);
+          },
+          py::arg("settings"),
+          "agree(settings)\n\nCollective: every rank checks that all ranks pass the same settings string; a mismatch "
+          "raises ConfigError on every rank naming the ranks that differ.")
+      .def(
+          "finish",
+          [](py_mpi& n) {
+            n.check_thread("MpiNetwork.finish");
+            py::gil_scoped_release nogil;
+            n.net->finish();
+          },
+          "finish()\n\nWait (up to the timeout) until every frame this rank sent has left; call before MPI is finalized.");
+}
+
+#else
+
+void bind_mpi(py::module_& m) {
+  m.def(
+      "MpiNetwork",
+      [](py::args, py::kwargs) -> py::object {
+        throw sp::config_error("this sparsepush module was built without MPI (Debian package libopenmpi-dev); "
+                               "sparsepush.has_mpi is False");
+      },
+      "Not available: this module was built without MPI.");
+}
+
+#endif
+
+}  // namespace sparsepush_python
