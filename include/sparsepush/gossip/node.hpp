@@ -200,33 +200,7 @@ class push_sum_node {
   /// check() without the NaN/Inf check of x - gamma p (+ e).
   template <class C>
   void check_config(std::uint32_t t, const C& comp, std::span<const out_edge> out, const step& st,
-                    std::size_t nodes) const {
-    const context ctx{opt_.seed, opt_.id, t};
-    if (!(st.eta > 0.0 && st.eta <= 1.0))
-      throw config_error("eta must be in (0, 1], got " + std::to_string(st.eta) + " in round " +
-                         std::to_string(t));
-    if (!(u_ >= min_weight())) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.3g fell below %.3g", u_, min_weight());
-      throw weight_underflow_error(
-          "round " + std::to_string(t) + ", node " + std::to_string(opt_.id) + ": push-sum weight u = " + buf +
-          (opt_.recovery == loss_recovery::none ? "; messages are being lost: use loss_recovery::acknowledged"
-                                                : "; the schedule starves this node"));
-    }
-    const bool local = !st.direction.empty();
-    if (local) {
-      if (!std::isfinite(st.gamma))
-        throw config_error("learning rate is not finite in round " + std::to_string(t));
-      if (st.direction.size() != d_)
-        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(opt_.id) +
-                         ": direction has " + std::to_string(st.direction.size()) +
-                         " elements, the model has " + std::to_string(d_));
-    }
-    // the one check of a round's column, whatever path the round takes (a group, a node alone):
-    // a column summing to 2 would double sum_i u_i every round
-    check_column(t, opt_.id, out, nodes);
-    validate_compressor<T>(comp, d_, ctx);
-  }
+                    std::size_t nodes) const;
 
  public:
 
@@ -292,23 +266,7 @@ class push_sum_node {
   void mix(double eta, double self_share) { mix(eta, self_share, block_); }
   /// The same with the block buffer lent by the caller (a group lends one per thread, so that n
   /// nodes on one thread share one L2-sized block instead of n).
-  void mix(double eta, double self_share, std::vector<T>& block) {
-    const double self = self_share + returned_;
-    mix_.clear();
-    mix_.push_back({&msg_, self});
-    double u_sum = self * u_;
-    bool all_sparse = !msg_.dense();
-    for (const auto& env : inbox_.envelopes) {
-      mix_.push_back({env.msg, env.share});
-      u_sum += env.share * env.u;
-      all_sparse &= !env.msg->dense();
-    }
-    scratch_.prepare(mix_, d_);  // checks every dim before anything changes
-    returned_ = 0.0;
-    const bool finite = all_sparse ? mix_sparse(eta) : mix_dense(eta, block);
-    u_ = eta == 1.0 ? u_sum : u_ + eta * (u_sum - u_);
-    if (!finite || !std::isfinite(u_)) throw_mixed_non_finite();
-  }
+  void mix(double eta, double self_share, std::vector<T>& block);
 
   /// Whether the last mix() took the O(nnz) path (every message sparse).
   bool last_mix_sparse() const noexcept { return last_sparse_; }
@@ -339,48 +297,7 @@ class push_sum_node {
   /// the consensus step of the rounds the envelopes were sent in (a driver drains before it
   /// changes: sparse_push does at every phase start). The largest t - s over the envelopes mixed
   /// is kept (max_staleness()). Overflow is reported as by mix().
-  void mix_taken(double eta, std::uint32_t t, std::vector<T>& block) {
-    mix_.clear();
-    double u_sum = 0.0;
-    if (own_staged_) {
-      mix_.push_back({&msg_, own_coef_});
-      u_sum = own_coef_ * u_;
-    }
-    for (const auto& env : inbox_.envelopes) {
-      mix_.push_back({env.msg, eta * env.share});
-      u_sum += eta * env.share * env.u;
-      if (env.round < t && t - env.round > max_staleness_) max_staleness_ = t - env.round;
-    }
-    scratch_.prepare(mix_, d_);  // checks every dim before anything changes
-    own_staged_ = false;
-    round_ = t;
-    if (mix_.empty()) return;
-    bool all_sparse = true;
-    for (const auto& w : mix_) all_sparse &= !w.msg->dense();
-    if (all_sparse) {  // O(nnz): the dense path's sums at the kept coordinates, nothing elsewhere
-      const bool finite = add_sparse_sum();
-      u_ = u_ + u_sum;
-      if (!finite || !std::isfinite(u_)) throw_mixed_non_finite();
-      return;
-    }
-    last_sparse_ = false;
-    block.resize(std::min(d_, mix_block));
-    T* const xp = x().data();
-    T* s = block.data();
-    typename detail::finite_bits<T>::U flags = 0;
-    for (std::size_t b = 0; b < d_; b += mix_block) {
-      const std::size_t end = std::min(d_, b + mix_block);
-      std::fill(s, s + (end - b), T(0));
-      scratch_.add_block<T>(s, b, end);
-      for (std::size_t l = b; l < end; ++l) {
-        const T v = xp[l] + s[l - b];
-        xp[l] = v;
-        flags |= detail::non_finite_flag<T>(v);
-      }
-    }
-    u_ = u_ + u_sum;
-    if (!detail::flags_finite<T>(flags) || !std::isfinite(u_)) throw_mixed_non_finite();
-  }
+  void mix_taken(double eta, std::uint32_t t, std::vector<T>& block);
   /// Forget the last take()'s envelopes (a deferred round that takes none: overlap's round 0).
   void clear_received() noexcept { inbox_.envelopes.clear(); }
   /// The largest staleness mixed so far by mix_taken(): receiver's round - sender's round.
@@ -390,37 +307,7 @@ class push_sum_node {
   /// The dense path: S_i accumulated per L2-sized block, then one pass over x, which also ORs
   /// together the finiteness flags of the values written (detail/finite.hpp: integer ops in the
   /// same vectorised loop). Returns whether they were all finite.
-  bool mix_dense(double eta, std::vector<T>& block) {
-    last_sparse_ = false;
-    block.resize(std::min(d_, mix_block));
-    const auto xi = x();
-    T* s = block.data();
-    std::size_t own = 0;
-    const T e = static_cast<T>(eta);
-    typename detail::finite_bits<T>::U flags = 0;
-    T* const xp = xi.data();
-    for (std::size_t b = 0; b < d_; b += mix_block) {
-      const std::size_t end = std::min(d_, b + mix_block);
-      std::fill(s, s + (end - b), T(0));
-      scratch_.add_block<T>(s, b, end);
-      if (eta == 1.0) {
-        detail::for_each_value_below<T>(msg_, b, end, own, [xi](std::size_t l, T q) { xi[l] = xi[l] - q; });
-        for (std::size_t l = b; l < end; ++l) {
-          const T v = xp[l] + s[l - b];
-          xp[l] = v;
-          flags |= detail::non_finite_flag<T>(v);
-        }
-      } else {
-        detail::for_each_value_below<T>(msg_, b, end, own, [s, b](std::size_t l, T q) { s[l - b] = s[l - b] - q; });
-        for (std::size_t l = b; l < end; ++l) {
-          const T v = xp[l] + e * s[l - b];
-          xp[l] = v;
-          flags |= detail::non_finite_flag<T>(v);
-        }
-      }
-    }
-    return detail::flags_finite<T>(flags);
-  }
+  bool mix_dense(double eta, std::vector<T>& block);
 
   /// The O(nnz) path, when every message is sparse: a merge of the ascending index lists (own
   /// message first, then the senders in inbox order) visits only the kept coordinates, with the
@@ -430,72 +317,23 @@ class push_sum_node {
   /// How many kept entries ahead mix_sparse() prefetches x (its accesses are scattered).
   static constexpr std::ptrdiff_t prefetch_ahead = 16;
   /// Returns whether every value written is finite (the others were finite before: check()).
-  bool mix_sparse(double eta) {
-    const T e = static_cast<T>(eta);
-    const bool one = eta == 1.0;
-    return merge_sparse([one, e](T x, T s, T own) { return one ? (x - own) + s : x + e * (s - own); });
-  }
+  bool mix_sparse(double eta);
 
   /// mix_taken()'s O(nnz) path: x_l += S_l, S_l the sum in list order of c_m q_m[l] from 0, at
   /// every coordinate some message keeps (the dense path adds +0 elsewhere). Returns whether
   /// every value written is finite.
-  bool add_sparse_sum() {
-    return merge_sparse([](T x, T s, T) { return x + s; });
-  }
+  bool add_sparse_sum();
 
   /// The merge of the sparse paths: the ascending index lists of mix_'s messages are walked
   /// together, and at every kept coordinate l, x_l = value(x_l, S_l, own_l), S_l the sum in list
   /// order of c_m q_m[l] from 0 and own_l the first message's value there (0 if it keeps none).
   /// Returns whether every value written is finite.
   template <class Value>
-  bool merge_sparse(Value&& value) {
-    last_sparse_ = true;
-    cursors_.clear();
-    for (const auto& w : mix_)
-      cursors_.push_back({w.msg->indices.data(), w.msg->indices.data() + w.msg->count, w.msg,
-                          static_cast<T>(w.coef), w.msg->value_enc == value_encoding::f32});
-    const auto xi = x();
-    sparse_cursor* const cb = cursors_.data();
-    sparse_cursor* const ce = cb + cursors_.size();
-    typename detail::finite_bits<T>::U flags = 0;
-    for (;;) {
-      std::uint32_t l = std::numeric_limits<std::uint32_t>::max();
-      bool any = false;
-      for (sparse_cursor* c = cb; c != ce; ++c)
-        if (c->at != c->end && *c->at <= l) l = *c->at, any = true;
-      if (!any) break;
-      T s = T(0), own = T(0);
-      for (sparse_cursor* c = cb; c != ce; ++c) {
-        if (c->at == c->end || *c->at != l) continue;
-        const std::size_t j = static_cast<std::size_t>(c->at - c->msg->indices.data());
-        const T q = c->f32 ? static_cast<T>(detail::load_raw<float>(c->msg->payload.data(), j))
-                           : c->msg->template value_at<T>(j);
-        s += c->coef * q;
-        if (c == cb) own = q;
-        if (c->end - c->at > prefetch_ahead) SPARSEPUSH_PREFETCH(xi.data() + c->at[prefetch_ahead]);
-        ++c->at;
-      }
-      const T v = value(xi[l], s, own);
-      xi[l] = v;
-      flags |= detail::non_finite_flag<T>(v);
-    }
-    return detail::flags_finite<T>(flags);
-  }
+  bool merge_sparse(Value&& value);
 
   /// After a mix that wrote a NaN or Inf (or left u so): name the node, the round and the first
   /// bad index. Off the hot path: the scan runs only on failure.
-  [[noreturn]] void throw_mixed_non_finite() const {
-    const std::string where = "node " + std::to_string(opt_.id) + ", round " + std::to_string(round_);
-    const auto xi = x();
-    for (std::size_t l = 0; l < d_; ++l)
-      if (!std::isfinite(xi[l]))
-        throw non_finite_error(std::string("x after mixing holds ") + (std::isnan(xi[l]) ? "NaN" : "Inf") +
-                                   " at index " + std::to_string(l) + " (" + where +
-                                   "): the weighted sum of the messages left the range of the element type; the "
-                                   "round is complete, x keeps the non-finite values",
-                               l);
-    throw non_finite_error("push-sum weight u after mixing is " + std::to_string(u_) + " (" + where + ")", 0);
-  }
+  [[noreturn]] void throw_mixed_non_finite() const;
 
  public:
 
@@ -526,48 +364,10 @@ class push_sum_node {
   };
 
   /// Checkpoint section "NODE": id, dim, u, whether e is kept, x, e. Call between rounds.
-  void save(checkpoint_writer& w) const {
-    w.section("NODE");
-    w.u32(opt_.id);
-    w.u64(d_);
-    w.f64(u_);
-    w.u32(residual_.empty() ? 0 : 1);
-    w.values(x());
-    if (!residual_.empty()) w.values(std::span<const T>(residual_));
-  }
+  void save(checkpoint_writer& w) const;
   /// Read this node's saved state and check it (id, dim, residual kept or not, u positive and
   /// finite, x and e finite) without changing anything.
-  saved_state read_state(checkpoint_reader& r) const {
-    r.section("NODE");
-    const auto id = r.u32("node id");
-    if (id != opt_.id) r.fail("holds node " + std::to_string(id) + " where node " + std::to_string(opt_.id) + " was expected");
-    const auto d = r.u64("node dim");
-    if (d != d_)
-      r.fail("holds node " + std::to_string(id) + " with " + std::to_string(d) + " parameters, the model has " +
-             std::to_string(d_));
-    saved_state s;
-    s.u = r.f64("push-sum weight u");
-    if (!(std::isfinite(s.u) && s.u > 0.0)) r.fail("holds node " + std::to_string(id) + " with a weight u that is not finite and positive");
-    const bool has_e = r.u32("residual flag") != 0;
-    if (has_e != !residual_.empty())
-      r.fail(std::string("holds node ") + std::to_string(id) + (has_e ? " with" : " without") +
-             " an error-feedback residual, this run keeps " + (residual_.empty() ? "none" : "one"));
-    s.x.resize(d_);
-    r.values(std::span<T>(s.x), "x");
-    if (has_e) {
-      s.e.resize(d_);
-      r.values(std::span<T>(s.e), "residual e");
-    }
-    for (const auto* v : {&s.x, &s.e})
-      for (const T a : *v)
-        if (!std::isfinite(a)) r.fail("holds node " + std::to_string(id) + " with a NaN or Inf in x or e (corrupted)");
-    // the round's own checks: u not below min_weight(), and a de-biased model x / u that is finite
-    if (!(s.u >= min_weight())) r.fail("holds node " + std::to_string(id) + " with a weight u below min_weight()");
-    for (const T a : s.x)
-      if (!std::isfinite(static_cast<T>(static_cast<double>(a) / s.u)))
-        r.fail("holds node " + std::to_string(id) + " whose de-biased model x / u is not finite (corrupted)");
-    return s;
-  }
+  saved_state read_state(checkpoint_reader& r) const;
   /// Apply a state from read_state() (cannot fail).
   void restore(const saved_state& s) noexcept {
     std::copy(s.x.begin(), s.x.end(), x().begin());
@@ -595,31 +395,7 @@ class push_sum_node {
   }
 
   /// Throw non_finite_error if x - gamma p (+ e) has a NaN/Inf, naming the first index.
-  void check_finite_inputs(const context& ctx, std::span<const T> p, T gamma, bool fb) const {
-    const auto xi = x();
-    auto v_at = [&](std::size_t l) {
-      T v = p.empty() ? xi[l] : xi[l] - gamma * p[l];
-      return fb ? v + residual_[l] : v;
-    };
-    // one branch-free pass over x, p and e; the slow scans below only name the first bad value
-    using U = typename detail::finite_bits<T>::U;
-    U acc = 0;
-    const T* xp = xi.data();
-    const T* ep = fb ? residual_.data() : nullptr;
-    if (p.empty() && !fb) acc = detail::all_finite(xp, d_) ? 0 : ~U{0};
-    else if (p.empty()) for (std::size_t l = 0; l < d_; ++l) acc |= detail::non_finite_flag<T>(xp[l] + ep[l]);
-    else if (!fb)
-      for (std::size_t l = 0; l < d_; ++l)
-        acc |= detail::non_finite_flag<T>(p[l]) | detail::non_finite_flag<T>(xp[l] - gamma * p[l]);
-    else
-      for (std::size_t l = 0; l < d_; ++l)
-        acc |= detail::non_finite_flag<T>(p[l]) | detail::non_finite_flag<T>((xp[l] - gamma * p[l]) + ep[l]);
-    if (detail::flags_finite<T>(acc)) return;
-    if (!p.empty()) detail::check_finite(p, ctx, "local direction");
-    for (std::size_t l = 0; l < d_; ++l)
-      if (!std::isfinite(v_at(l)))
-        detail::throw_non_finite(static_cast<double>(v_at(l)), l, ctx, fb ? "x + e" : "x");
-  }
+  void check_finite_inputs(const context& ctx, std::span<const T> p, T gamma, bool fb) const;
 
   node_options opt_;
   Tensor x_;
@@ -654,3 +430,9 @@ class push_sum_node {
 
 }  // namespace v0
 }  // namespace sparsepush
+
+// The long member functions, defined out of the class: validation, mixing, the checkpoint
+// section (each includes this header back; #pragma once ends the loop).
+#include "detail/node_checks.hpp"
+#include "detail/node_mix.hpp"
+#include "detail/node_checkpoint.hpp"
