@@ -43,6 +43,10 @@ struct reference_plan {
   std::uint32_t train_rounds = 0, final_rounds = 0;
   final_rounds_plan plan;    ///< SCSP with --final-rounds auto: the count and its bound
   std::uint32_t rounds() const noexcept { return train_rounds + final_rounds; }
+  /// The epochs over each node's shard that `rounds` training rounds of `batch` make.
+  double epochs_after(std::uint32_t rounds, std::size_t batch) const noexcept {
+    return static_cast<double>(rounds) * static_cast<double>(batch) / static_cast<double>(per_node);
+  }
 };
 
 /// The plan of a validated spec on its training set; config_error for a node without samples, a

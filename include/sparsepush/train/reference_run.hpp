@@ -80,7 +80,7 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
   auto profile = [](std::size_t batch, const nn::device_profile& d) {
     return obj{{"batch", batch}, {"parameters", d.parameters}, {"activation_bytes", d.activation_bytes}, {"flops_per_step", d.flops}};
   };
-  const double epochs = static_cast<double>(p.train_rounds) * static_cast<double>(s.batch) / static_cast<double>(p.per_node);
+  const double epochs = p.epochs_after(p.train_rounds, s.batch);
   const summary_value none = nullptr;
   return obj{
       {"algorithm", s.algorithm},
@@ -148,7 +148,7 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
 
 /// The lines a run opens with: what runs, and SCSP's final rounds.
 inline std::string reference_header(const run_spec& s, const reference_plan& p, std::size_t d) {
-  const double epochs = static_cast<double>(p.train_rounds) * static_cast<double>(s.batch) / static_cast<double>(p.per_node);
+  const double epochs = p.epochs_after(p.train_rounds, s.batch);
   const wait_policy pol = s.policy();
   std::string policy = pol.lockstep() ? "" : "; policy " + to_string(pol);
   if (!pol.lockstep() && s.max_delay_value() > 0)
@@ -211,8 +211,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
     return why;
   };
   cb.progress = [&](const round_status& st) {
-    const double epoch = static_cast<double>(std::min(st.round, train_rounds)) * static_cast<double>(s.batch) /
-                         static_cast<double>(p.per_node);
+    const double epoch = p.epochs_after(std::min(st.round, train_rounds), s.batch);
     if (st.evaluated && log.is_open()) log.row(st, epoch, scsp && st.round > train_rounds ? "final-gossip" : "train");
     if (root && (io.live || st.evaluated)) {  // a terminal gets one live line, a pipe a line per evaluation
       char loss[32] = "-";  // under MPI the mean loss is gathered at evaluations and checkpoints only

@@ -424,7 +424,7 @@ struct run_spec {
     run_settings s;
     for_each_field(*this, [&](const field_info& f, const auto& member) {
       if (f.role == field_role::local || (f.role == field_role::ranks && !every_rank) || f.key == "-") return;
-      const std::string v = used_text(f, member), key = f.key.empty() ? underscored(f.option) : std::string(f.key);
+      const std::string v = used_text(f, member), key = f.key.empty() ? f.keyword() : std::string(f.key);
       if (!f.omit_if.empty()) s.absent_means(key, f.omit_if);
       if (!f.omit_if.empty() && v == f.omit_if) return;
       s.add(key, v);
@@ -443,11 +443,6 @@ struct run_spec {
   void check_files(int rank, const std::vector<std::string>& data_files = {}) const;
 
  private:
-  static std::string underscored(std::string_view option) {
-    std::string k(option);
-    std::replace(k.begin(), k.end(), '-', '_');
-    return k;
-  }
   // text -> member, per member type
   static void assign(std::string& m, std::string_view text, const std::string&) { m = std::string(text); }
   static void assign(std::optional<std::string>& m, std::string_view text, const std::string&) { m = std::string(text); }
