@@ -33,6 +33,7 @@
 #include "gossip/group.hpp"
 #include "transport/endpoint.hpp"
 #include "transport/loopback.hpp"
+#include "transport/exchange.hpp"
 #include "transport/accounting.hpp"
 #include "algorithm/metrics.hpp"
 #include "algorithm/oracle.hpp"

@@ -14,14 +14,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "../algorithm/centralized.hpp"
-#include "../algorithm/choco.hpp"
-#include "../algorithm/phases.hpp"
-#include "../algorithm/sparse_push.hpp"
 #include "csv_log.hpp"
 #include "plot.hpp"
 #include "process_group.hpp"
 #include "reference_backend.hpp"
+#include "run_algorithm.hpp"
 #include "summary.hpp"
 #include "trainer.hpp"
 
@@ -194,9 +191,6 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   const std::uint32_t rounds = p.rounds(), train_rounds = p.train_rounds;
   auto say = [&](const std::string& t) { if (io.out) io.out(t); };
   auto warn = [&](const std::string& t) { if (io.err) io.err(t); };
-  const auto sched = parse_schedule(s.schedule_spec(), n, s.seed);
-  any_compressor comp = parse_compressor(s.compressor_spec());
-  const auto final_comp = parse_compressor(s.final_compressor_spec());
   const double eta = s.eta_value();
   const nn::lr_schedule lr = reference_lr(s);
   reference_backend backend(s, p, fm, model, first, local);
@@ -247,39 +241,10 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   std::vector<std::vector<float>> x0(local, std::vector<float>(d));
   model.init(x0[0], s.seed);
   std::fill(x0.begin() + 1, x0.end(), x0[0]);
-  using net_t = std::conditional_t<std::is_void_v<Net>, loopback_network, Net>;
-  const algorithm_info& a = s.info();
-  auto train_with = [&](auto&... on) {  // the algorithm over this process's network: its own loopback, or `net`
-    if (!a.graph) {
-      centralized<float> alg(x0[0], n, s.threads_value());
-      return tr.run(alg);
-    }
-    if (a.keeps_neighbour_copies) {
-      const choco_options co{.consensus_step = s.consensus_step_value(), .compressor = comp, .threads = s.threads_value(),
-                             .seed = s.seed};
-      choco<float, any_compressor, any_schedule, net_t> alg(std::move(x0), sched, on..., co);
-      return tr.run(alg);
-    }
-    if (s.per_layer) {  // top-K over each layer's parameters (validate() refused anything but top-k)
-      top_k per = std::get<top_k>(comp.get());
-      for (std::size_t l = 0; l < model.layers().size(); ++l)
-        if (const std::size_t off = model.param_offset(l); off < d && (per.segments.empty() || off > per.segments.back()))
-          per.segments.push_back(off);
-      if (per.segments.empty() || per.segments.front() != 0) per.segments.insert(per.segments.begin(), 0);
-      comp = per;
-    }
-    const auto phases = scsp ? scsp_phases(comp, eta, train_rounds, final_comp, *s.final_eta_value(), p.final_rounds)
-                             : sparse_push_phases(comp, eta);
-    const sparse_push_options so{.threads = s.threads_value(), .seed = s.seed,
-                                 .network = {.drop_probability = s.drop_value(), .seed = s.seed,
-                                             .max_delay = s.max_delay_value()},
-                                 .recovery = s.loss_recovery_value() == "ack" ? loss_recovery::acknowledged : loss_recovery::none,
-                                 .policy = s.policy()};
-    sparse_push<float, any_compressor, any_schedule, net_t> alg(std::move(x0), sched, phases, on..., so);
-    return tr.run(alg);
-  };
-  if constexpr (std::is_void_v<Net>) outcome.result = train_with();
-  else outcome.result = train_with(*net);
+  run_layout layout{.train_rounds = train_rounds, .final_rounds = p.final_rounds, .layer_offsets = {}};
+  for (std::size_t l = 0; l < model.layers().size(); ++l) layout.layer_offsets.push_back(model.param_offset(l));
+  auto alg = make_run_algorithm<Net>(s, std::move(x0), layout, net);
+  outcome.result = std::visit([&](auto& a) { return tr.run(*a); }, alg);
   const train_result& res = outcome.result;
   if (res.diverged) {
     if (root && io.live) say("\n");

@@ -68,6 +68,9 @@ enum class field_role { numbers, ranks, local };
 /// One field of run_spec as the table describes it.
 struct field_info {
   std::string_view option;     ///< the command line's long option without dashes ("eval-samples")
+  /// It configures the gossip, not the local training: a training loop of its own takes it
+  /// (sparsepush.torch.GossipOptimizer), where learning rates, batches and data are its own.
+  bool gossip = false;
   std::string_view help;
   field_role role = field_role::numbers;
   std::string_view key = {};   ///< its key in the fingerprint (role numbers; empty: the option with '_')
@@ -212,27 +215,27 @@ struct run_spec {
     using r = field_role;
     constexpr double inf = std::numeric_limits<double>::infinity();
     f(field_info{.option = "nodes", .help = "number of nodes, 2 to 4096", .lo = 1, .hi = 4096}, s.nodes);
-    f(field_info{.option = "schedule", .help = "communication schedule: directed-ring, undirected-ring, torus:RxC, complete, "
+    f(field_info{.option = "schedule", .gossip = true, .help = "communication schedule: directed-ring, undirected-ring, torus:RxC, complete, "
                  "time-varying-ring[:hops], alternating-ring, exponential[:K], bidirectional-exponential, erdos-renyi:P, "
                  "random:K (default: time-varying-ring; undirected-ring for dpsgd, deepsqueeze, choco)"}, s.schedule);
-    f(field_info{.option = "algorithm", .help = "sp, scsp, sgp, dpsgd, deepsqueeze, choco or centralized",
+    f(field_info{.option = "algorithm", .gossip = true, .help = "sp, scsp, sgp, dpsgd, deepsqueeze, choco or centralized",
                  .choices = "sp,scsp,sgp,dpsgd,deepsqueeze,choco,centralized"}, s.algorithm);
-    f(field_info{.option = "compressor", .help = "compressor spec, e.g. top-k:0.01, top-k:0.001+int8, random-k:0.01, qsgd:16, sign",
+    f(field_info{.option = "compressor", .gossip = true, .help = "compressor spec, e.g. top-k:0.01, top-k:0.001+int8, random-k:0.01, qsgd:16, sign",
                  .shown_default = "top-k:0.01"}, s.compressor);
-    f(field_info{.option = "eta", .help = "consensus step in (0, 1] (default from the compressor: 0.02 at top-1%, 0.1 at "
+    f(field_info{.option = "eta", .gossip = true, .help = "consensus step in (0, 1] (default from the compressor: 0.02 at top-1%, 0.1 at "
                  "top-10%, 1 for identity)", .lo = 0, .hi = 1, .lo_open = true}, s.eta);
-    f(field_info{.option = "final-rounds", .help = "SCSP: gossip rounds at the end, a count or auto: the fewest that bring "
+    f(field_info{.option = "final-rounds", .gossip = true, .help = "SCSP: gossip rounds at the end, a count or auto: the fewest that bring "
                  "every node within --final-tolerance of the average, computed from the schedule (the exact count where the "
                  "graph averages exactly: 4 for 16 nodes on the default time-varying ring)", .key = "final",
                  .shown_default = "auto"}, s.final_rounds);
-    f(field_info{.option = "final-compressor", .help = "SCSP: compressor of the final rounds, e.g. identity+bf16 or "
+    f(field_info{.option = "final-compressor", .gossip = true, .help = "SCSP: compressor of the final rounds, e.g. identity+bf16 or "
                  "top-k:0.1+int8 (identity: exact)", .shown_default = "identity"}, s.final_compressor);
-    f(field_info{.option = "final-eta", .help = "SCSP: consensus step of the final rounds in (0, 1] (default from the "
+    f(field_info{.option = "final-eta", .gossip = true, .help = "SCSP: consensus step of the final rounds in (0, 1] (default from the "
                  "final compressor)", .lo = 0, .hi = 1, .lo_open = true}, s.final_eta);
-    f(field_info{.option = "final-tolerance", .help = "SCSP with --final-rounds auto: every de-biased model ends within this "
+    f(field_info{.option = "final-tolerance", .gossip = true, .help = "SCSP with --final-rounds auto: every de-biased model ends within this "
                  "fraction of the largest distance to the average at the start of the final rounds", .lo = 1e-12, .hi = 0.5,
                  .shown_default = "0.001"}, s.final_tolerance);
-    f(field_info{.option = "seed", .help = "seed of data partition, init, batches and compressors (0 to 2^64 - 1)"}, s.seed);
+    f(field_info{.option = "seed", .gossip = true, .help = "seed of data partition, init, batches and compressors (0 to 2^64 - 1)"}, s.seed);
     f(field_info{.option = "model", .help = "mlp, cnn, cnn_evonorm or cnn_range_evonorm",
                  .choices = "mlp,cnn,cnn_evonorm,cnn_range_evonorm"}, s.model);
     f(field_info{.option = "epochs", .help = "epochs over each node's shard", .lo = 0, .hi = inf, .lo_open = true}, s.epochs);
@@ -249,15 +252,15 @@ struct run_spec {
     f(field_info{.option = "momentum", .help = "SGD momentum on the numerator", .lo = 0, .hi = 0.999}, s.momentum);
     f(field_info{.option = "nesterov", .help = "Nesterov momentum"}, s.nesterov);
     f(field_info{.option = "weight-decay", .help = "L2 weight decay", .lo = 0, .hi = inf}, s.weight_decay);
-    f(field_info{.option = "per-layer", .help = "top-K per layer (the same fraction of every layer) instead of global"},
+    f(field_info{.option = "per-layer", .gossip = true, .help = "top-K per layer (the same fraction of every layer) instead of global"},
       s.per_layer);
-    f(field_info{.option = "consensus-step", .help = "CHOCO gamma_c in (0, 1]", .lo = 0, .hi = 1, .lo_open = true,
+    f(field_info{.option = "consensus-step", .gossip = true, .help = "CHOCO gamma_c in (0, 1]", .lo = 0, .hi = 1, .lo_open = true,
                  .shown_default = "0.5"}, s.consensus_step);
     f(field_info{.option = "data", .help = "directory with the Fashion-MNIST .gz files"}, s.data);
-    f(field_info{.option = "drop-probability", .help = "inject message loss: each envelope is lost with this probability in "
+    f(field_info{.option = "drop-probability", .gossip = true, .help = "inject message loss: each envelope is lost with this probability in "
                  "[0, 1) (in-process and MPI alike)", .key = "drop", .lo = 0, .hi = 1, .hi_open = true, .shown_default = "0"},
       s.drop_probability);
-    f(field_info{.option = "loss-recovery", .help = "ack: a sender keeps the shares of its lost envelopes (mass conserved); "
+    f(field_info{.option = "loss-recovery", .gossip = true, .help = "ack: a sender keeps the shares of its lost envelopes (mass conserved); "
                  "none: plain push-sum", .key = "recovery", .choices = "ack,none", .shown_default = "ack"}, s.loss_recovery);
     f(field_info{.option = "eval-every", .help = "rounds between evaluations (0: about 10 a run)"}, s.eval_every);
     f(field_info{.option = "eval-samples", .help = "test images used by periodic evaluations (the final one uses all)",
@@ -271,14 +274,14 @@ struct run_spec {
                  .key = "-", .choices = "fp32,int8", .shown_default = "fp32"}, s.precision);
     f(field_info{.option = "bits", .help = "simulated training precision, 4 to 16 bits (0 or 32: full precision)",
                  .lo = 0, .hi = 32, .omit_if = "0"}, s.bits);
-    f(field_info{.option = "staleness", .help = "how long a node waits for its in-neighbours: 0 (lockstep), N (mix what has "
+    f(field_info{.option = "staleness", .gossip = true, .help = "how long a node waits for its in-neighbours: 0 (lockstep), N (mix what has "
                  "arrived, wait only for the envelopes of rounds <= t - N) or inf (asynchronous: never wait; over MPI "
                  "training ends when the nodes together took nodes x rounds local steps)", .key = "policy",
                  .omit_if = "lockstep", .shown_default = "0"}, s.staleness);
-    f(field_info{.option = "overlap", .help = "mix exactly the previous round's envelopes, so that sends travel while the "
+    f(field_info{.option = "overlap", .gossip = true, .help = "mix exactly the previous round's envelopes, so that sends travel while the "
                  "next gradient is computed (deterministic: the same results in process and over MPI)", .key = "-"},
       s.overlap);
-    f(field_info{.option = "max-delay", .help = "in-process runs with --staleness N or inf: the seeded delay model, each "
+    f(field_info{.option = "max-delay", .gossip = true, .help = "in-process runs with --staleness N or inf: the seeded delay model, each "
                  "envelope arrives 0 to this many rounds late (default: N; 4 for inf)", .lo = 0, .hi = 65535, .omit_if = "0"},
       s.max_delay);
     f(field_info{.option = "straggler", .help = "NODES:FACTOR (repeatable): make nodes NODES (a node, e.g. 3, or a range, "
@@ -295,9 +298,9 @@ struct run_spec {
     f(field_info{.option = "resume-round", .help = "with --resume: the round to resume at, one the directory keeps (the "
                  "latest checkpoint, the one before it, or the one an earlier resume started from); 0: the latest",
                  .role = r::ranks}, s.resume_round);
-    f(field_info{.option = "threads", .help = "worker threads (results do not depend on it)", .role = r::local, .lo = 1,
+    f(field_info{.option = "threads", .gossip = true, .help = "worker threads (results do not depend on it)", .role = r::local, .lo = 1,
                  .hi = 256, .shown_default = simulated_clock ? "1" : "2"}, s.threads);
-    f(field_info{.option = "mpi-timeout", .help = "seconds a rank waits for a missing message or a collective before it "
+    f(field_info{.option = "mpi-timeout", .gossip = true, .help = "seconds a rank waits for a missing message or a collective before it "
                  "stops the run (0.001 to 2147483)", .role = r::local, .lo = 0.001, .hi = 2147483}, s.mpi_timeout);
     f(field_info{.option = "checkpoint", .help = "directory for crash-safe checkpoints of every node's state (created if "
                  "missing)", .role = r::local}, s.checkpoint);
