@@ -16,6 +16,7 @@ packages=(
   iproute2 python3                                  # bench/net/testbed.sh: namespaces, tc, its probe
   python3-dev pybind11-dev libdlpack-dev            # the Python module (python/)
   python3-numpy python3-pytest python3-mpi4py python3-torch  # its tests and examples/python/train_torch.py
+  python3-venv python3-pip python3-setuptools python3-wheel  # pip install . (setup.py) into a virtual environment
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -391,7 +391,7 @@ py::dict run_options() {
     out[py::str(f.keyword())] =
         py::dict("option"_a = "--" + std::string(f.option), "help"_a = std::string(f.help), "type"_a = type_name<M>(),
                  "default"_a = value_of(member), "default_text"_a = default_text(f, member), "choices"_a = choices,
-                 "role"_a = role_name(f.role));
+                 "role"_a = role_name(f.role), "gossip"_a = f.gossip);
   });
   return out;
 }
@@ -428,7 +428,8 @@ Every setting of a run by keyword (RunSpec, train()), in sparsepush-train's orde
 "--eval-samples", "help": ..., "type": "int" | "float" | "bool" | "str" | "list", "default": the
 value (None: a default that depends on other settings, said in the help), "default_text": what
 --help prints, "choices": list or None, "role": "numbers" (a checkpoint resumes with it), "ranks"
-(every MPI rank shares it) or "local"}.)doc");
+(every MPI rank shares it) or "local", "gossip": True where it configures the gossip rather than
+the local training (sparsepush.torch.GossipOptimizer takes those)}.)doc");
 }
 
 }  // namespace sparsepush_python

@@ -37,6 +37,7 @@ void bind_node(py::module_& m);        ///< PushSumNode
 void bind_group(py::module_& m);       ///< PushSumGroup
 void bind_data(py::module_& m);        ///< partition, ShardSampler, shard_seed, init_model, load_fashion_mnist
 void bind_train(py::module_& m);       ///< RunSpec, RunPlan, run_options, train
+void bind_run(py::module_& m);         ///< GossipRun, ExchangeNetwork: a run's algorithm over this process's nodes
 
 /// sparsepush.DivergedError (bind_exceptions), raised by train() for a run that diverged.
 PyObject* diverged_error_type();

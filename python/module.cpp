@@ -1,16 +1,17 @@
-// python/module.cpp: the Python module `sparsepush` (pybind11). One push-sum node, a group of
-// nodes, the loopback and MPI networks, schedules, compressors and the wire format, over the
-// caller's own float32/float64 CPU memory (python/buffers.hpp: zero copy); and a whole training
-// run of sparsepush-train (train, RunSpec). Every call that computes or waits releases the GIL, so
-// Python threads, one per node, run their rounds in parallel. The module does not link libtorch:
-// torch tensors come in through DLPack. Each area is bound in its own python/bind_<area>.cpp.
+// python/module.cpp: the extension `sparsepush._core` (pybind11), which the package `sparsepush`
+// (python/sparsepush/__init__.py) re-exports. One push-sum node, a group of nodes, the loopback
+// and MPI networks, schedules, compressors and the wire format, over the caller's own
+// float32/float64 CPU memory (python/buffers.hpp: zero copy); and a whole training run of
+// sparsepush-train (train, RunSpec). Every call that computes or waits releases the GIL, so Python
+// threads, one per node, run their rounds in parallel. The module does not link libtorch: torch
+// tensors come in through DLPack. Each area is bound in its own python/bind_<area>.cpp.
 #include <string>
 
 #include "bindings.hpp"
 
 using namespace sparsepush_python;
 
-PYBIND11_MODULE(sparsepush, m) {
+PYBIND11_MODULE(_core, m) {
   py::options options;
   options.disable_function_signatures();  // every docstring starts with its own signature
   m.doc() = R"doc(sparsepush: Sparse-Push and push-sum gossip over directed, time-varying graphs.
@@ -46,4 +47,5 @@ for a training loop of one's own (ShardSampler, init_model, RunSpec.lr).)doc";
   bind_group(m);
   bind_data(m);
   bind_train(m);
+  bind_run(m);
 }

@@ -1,18 +1,26 @@
-# python_import_after_install: install the project to PREFIX, then import the module from there
-# (PYTHONPATH=PREFIX/DIR) and from the build tree (MODULE_DIR), each printing VERSION.
+# python_import_after_install: install the project to PREFIX, check that the whole package
+# sparsepush/ (extension, __init__.py, stubs, py.typed) is in PREFIX/DIR, then import it from there
+# (PYTHONPATH=PREFIX/DIR) and from the build tree (BUILD_PYTHONPATH), each printing VERSION.
 cmake_minimum_required(VERSION 3.20)  # today's policies (list() keeps empty elements)
 file(REMOVE_RECURSE ${PREFIX})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${PREFIX} RESULT_VARIABLE rc OUTPUT_QUIET)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install ${BUILD} --prefix ${PREFIX} failed (${rc})")
 endif()
-file(GLOB installed ${PREFIX}/${DIR}/sparsepush*.so)
+set(package ${PREFIX}/${DIR}/sparsepush)
+file(GLOB installed ${package}/_core*.so)
 if(NOT installed)
-  message(FATAL_ERROR "no module sparsepush*.so under ${PREFIX}/${DIR}")
+  message(FATAL_ERROR "no extension _core*.so under ${package}")
 endif()
-foreach(where IN ITEMS ${PREFIX}/${DIR} ${MODULE_DIR})
+foreach(f IN ITEMS __init__.py _core.pyi py.typed)
+  if(NOT EXISTS ${package}/${f})
+    message(FATAL_ERROR "the installed package ${package} lacks ${f}")
+  endif()
+endforeach()
+get_filename_component(BUILD_PYTHONPATH "${BUILD_PYTHONPATH}" ABSOLUTE)  # <extension's directory>/.. as a plain path
+foreach(where IN ITEMS ${PREFIX}/${DIR} ${BUILD_PYTHONPATH})
   execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${where} ${PYTHON} -c
-                          "import sparsepush; print(sparsepush.__version__); print(sparsepush.__file__)"
+                          "import sparsepush, sparsepush._core as c; print(sparsepush.__version__); print(c.__file__)"
                   WORKING_DIRECTORY ${PREFIX} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "import sparsepush with PYTHONPATH=${where} failed: ${err}")
@@ -23,10 +31,10 @@ foreach(where IN ITEMS ${PREFIX}/${DIR} ${MODULE_DIR})
   if(NOT version STREQUAL VERSION)
     message(FATAL_ERROR "PYTHONPATH=${where}: sparsepush.__version__ is '${version}', the project is ${VERSION}")
   endif()
-  string(FIND "${file}" "${where}" at)
+  string(FIND "${file}" "${where}/sparsepush/" at)
   if(NOT at EQUAL 0)
-    message(FATAL_ERROR "PYTHONPATH=${where} imported ${file}, not the module there")
+    message(FATAL_ERROR "PYTHONPATH=${where} imported the extension ${file}, not the package there")
   endif()
-  message(STATUS "PYTHONPATH=${where}: sparsepush ${version} from ${file}")
+  message(STATUS "PYTHONPATH=${where}: sparsepush ${version}, extension ${file}")
 endforeach()
 file(REMOVE_RECURSE ${PREFIX})

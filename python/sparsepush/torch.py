@@ -1,0 +1,451 @@
+"""sparsepush.torch: decentralized training of any torch model, one optimizer wrapper away.
+
+    import sparsepush.torch as spt
+    opt = spt.GossipOptimizer(torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9),
+                              algorithm="scsp", compressor="top-k:0.01")
+    for images, labels in my_shard:
+        opt.zero_grad()
+        F.cross_entropy(model(images), labels).backward()
+        opt.step()          # the optimizer's step, then one gossip round
+    opt.finish()            # SCSP's final rounds; the model is the node's final model
+
+Launch it as torch users do: `mpirun -np N python3 train.py` (one node per rank over the
+library's MPI transport) or `torchrun --nproc-per-node N train.py` (one node per process; the
+encoded messages travel over torch.distributed's point-to-point, gloo). In a notebook or a test,
+N nodes are N threads of one process: `net = spt.Loopback(N)`, then in thread i
+`GossipOptimizer(optimizer_i, network=net, node=i)`.
+
+The model's trainable parameters become views of one flat float32 tensor (no copy per step).
+step() runs the wrapped optimizer's step (its learning rate, momentum, weight decay: the change
+lands on the push-sum numerator, x <- x + (model after - model before)), then the round of the
+chosen algorithm (compress with error feedback, push, mix), and leaves the de-biased model x / u
+in the parameters for the next forward pass. The options are sparsepush-train's gossip settings
+under the same names (sparsepush.run_options(), those with "gossip": True), checked by the
+library's rules.
+"""
+import os
+import threading
+import warnings
+
+import torch
+
+from . import _core
+
+__all__ = ["GossipOptimizer", "Loopback", "gossip_options", "launch_info"]
+
+
+def gossip_options():
+    """The settings GossipOptimizer takes: {keyword: run_options() entry} of the gossip's fields."""
+    return {k: v for k, v in _core.run_options().items() if v.get("gossip")}
+
+
+# what the refusal of a training-loop setting says
+_LOOP_OWNS = {"lr": "the wrapped optimizer's", "momentum": "the wrapped optimizer's",
+              "nesterov": "the wrapped optimizer's", "weight_decay": "the wrapped optimizer's",
+              "lr_schedule": "a torch.optim.lr_scheduler's", "warmup": "a torch.optim.lr_scheduler's",
+              "nodes": "the launcher's (mpirun -np / torchrun --nproc-per-node) or Loopback(n)'s",
+              "transport": "the network= argument's"}
+
+
+class Loopback:
+    """n nodes in this process, one thread each: every node's GossipOptimizer(..., network=this,
+    node=i) steps on its own thread; a round runs when all n have called step() (the last one to
+    arrive runs it for all, on the run's worker threads, the GIL released). A node that waits
+    longer than `timeout` seconds for the others raises TransportError (and so do the others)."""
+
+    def __init__(self, n, timeout=600.0):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise _core.ConfigError(f"Loopback(n): n must be a positive int, got {n!r}")
+        if not (isinstance(timeout, (int, float)) and 0 < timeout < 1e7):
+            raise _core.ConfigError(f"Loopback: timeout must be positive seconds, got {timeout!r}")
+        self.num_nodes, self.timeout = n, float(timeout)
+        self._lock = threading.Lock()
+        self._members = [None] * n
+        self._ops = [None] * n
+        self._barrier = threading.Barrier(n, action=self._round)
+        self._run = self._spec = self._error = self._pending = self._saved = self._shared = self._network = None
+
+    def _join(self, member):
+        """Register a node; returns its own GossipRun over the shared LoopbackNetwork (lockstep rounds
+        of a graph algorithm: each thread steps its node, waiting only for its in-neighbours), or
+        None: the Loopback runs every node's round at once (a waiting policy's drains, centralized)."""
+        i = member.node
+        with self._lock:
+            if self._members[i] is not None:
+                raise _core.ConfigError(f"Loopback: node {i} has a GossipOptimizer already")
+            first = next((m for m in self._members if m is not None), None)
+            if first is not None:
+                if member._spec.as_dict() != first._spec.as_dict():
+                    raise _core.ConfigError(f"Loopback: node {i}'s options {member._spec!r} differ from node "
+                                            f"{first.node}'s {first._spec!r}")
+                if member._flat.numel() != first._flat.numel():
+                    raise _core.SizeError(f"Loopback: node {i}'s model has {member._flat.numel()} parameters, node "
+                                          f"{first.node}'s {first._flat.numel()}")
+            self._members[i] = member
+            spec = member._spec
+            if self._shared is None:
+                self._shared = spec.policy == "lockstep" and spec.algorithm_info["graph"]
+                if self._shared:
+                    self._network = _core.LoopbackNetwork(self.num_nodes, encoded=False,
+                                                          drop_probability=spec.drop_value, seed=spec["seed"],
+                                                          timeout=self.timeout)
+            if not self._shared:
+                return None
+        return _core.GossipRun(spec, [member._flat], self._network, member._offsets, node=i)
+
+    def _round(self):  # the barrier's action: in one thread, while the others wait
+        self._error = None
+        try:
+            ops = set(self._ops)
+            if len(ops) != 1:
+                raise _core.ConfigError("Loopback: in one round the nodes called " + ", ".join(
+                    f"node {i}: {op}()" for i, op in enumerate(self._ops)) + "; every node must call the same")
+            flats = [m._flat for m in self._members]
+            if self._run is None:
+                self._run = _core.GossipRun(self._members[0]._spec, [m._initial for m in self._members], None,
+                                            self._members[0]._offsets)
+                for m in self._members:
+                    m._initial = None
+            with self._lock:
+                pending, self._pending = self._pending, None
+            if pending is not None:  # load_state_dict() gave the models already (the optimizer stepped them since)
+                self._run.restore(pending)
+            op = ops.pop()
+            if op == "step":
+                self._run.step(flats)
+            elif op == "finish":
+                self._run.finish(flats)
+            else:  # "save": a waiting policy mixes what is in flight first, which changes the models
+                self._saved = self._run.save()
+                self._run.write_models(flats)
+        except BaseException as e:  # noqa: BLE001 - every node's call raises it
+            self._error = e
+
+    def _arrive(self, node, op):
+        self._ops[node] = op
+        try:
+            self._barrier.wait(self.timeout)
+        except threading.BrokenBarrierError:
+            raise _core.TransportError(f"Loopback: node {node}'s {op}() waited {self.timeout:g} s for the other "
+                                       "nodes' calls (a node failed, stopped, or called fewer steps)") from None
+        if self._error is not None:
+            raise self._error
+
+    def _state(self, node):
+        self._arrive(node, "save")
+        return self._saved
+
+    def _load(self, state):
+        with self._lock:
+            if self._run is None:
+                self._pending = state
+            else:
+                self._run.restore(state)
+
+
+def _launcher():
+    """'torch' under torchrun or an initialized torch.distributed, 'mpi' under mpirun, else None."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return "torch"
+    if "TORCHELASTIC_RUN_ID" in os.environ or ("LOCAL_RANK" in os.environ and "MASTER_ADDR" in os.environ):
+        return "torch"
+    if any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")):
+        return "mpi"
+    return None
+
+
+def launch_info():
+    """{"kind": "mpi" or "torch", "nodes": N, "rank": r} under mpirun or torchrun (one node per
+    process: node r of N), else None."""
+    kind = _launcher()
+    if kind == "torch":
+        import torch.distributed as dist
+        if dist.is_initialized():
+            return {"kind": kind, "nodes": dist.get_world_size(), "rank": dist.get_rank()}
+        return {"kind": kind, "nodes": int(os.environ.get("WORLD_SIZE", "1")), "rank": int(os.environ.get("RANK", "0"))}
+    if kind == "mpi":
+        n = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("PMI_SIZE") or 0)
+        rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
+        if n < 1:
+            raise _core.ConfigError("mpirun: neither OMPI_COMM_WORLD_SIZE nor PMI_SIZE says how many ranks run")
+        return {"kind": kind, "nodes": n, "rank": rank}
+    return None
+
+
+class _TorchFrames:
+    """Moves a round's frames over torch.distributed point-to-point: sizes first, then the bytes."""
+
+    def __init__(self):
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            dist.init_process_group(backend="gloo")
+        self.dist = dist
+
+    def __call__(self, round, sends, sources):
+        dist = self.dist
+        out_sizes = [torch.tensor([len(frame)], dtype=torch.int64) for _, frame in sends]
+        in_sizes = [torch.zeros(1, dtype=torch.int64) for _ in sources]
+        reqs = [dist.isend(s, to) for (to, _), s in zip(sends, out_sizes)]
+        reqs += [dist.irecv(s, src) for src, s in zip(sources, in_sizes)]
+        for r in reqs:
+            r.wait()
+        payloads = [torch.frombuffer(bytearray(frame), dtype=torch.uint8) for _, frame in sends]
+        frames = [torch.empty(int(s[0]), dtype=torch.uint8) for s in in_sizes]
+        reqs = [dist.isend(p, to) for (to, _), p in zip(sends, payloads) if p.numel()]
+        reqs += [dist.irecv(f, src) for src, f in zip(sources, frames) if f.numel()]
+        for r in reqs:
+            r.wait()
+        return [f.numpy() for f in frames]
+
+
+class GossipOptimizer(torch.optim.Optimizer):
+    """Wraps a torch optimizer: its step, then a round of Sparse-Push (or SCSP, SGP, D-PSGD,
+    DeepSqueeze, CHOCO-SGD, centralized) with this node's peers.
+
+    GossipOptimizer(optimizer, *, network=None, node=None, model=None, **options)
+
+    optimizer: any torch.optim.Optimizer over CPU float32 parameters; those with requires_grad
+    False are left alone. network: None (the launcher: mpirun or torchrun), "mpi", "torch", or a
+    Loopback (then node= says which node this is). model: optional, to name parameters in errors.
+    options: algorithm="scsp", compressor="top-k:0.01", schedule=..., eta=..., final_rounds=...,
+    staleness=..., overlap=..., drop_probability=..., seed=..., threads=..., ... as
+    sparsepush-train's options (gossip_options() lists them; defaults are the CLI's). Every node
+    must pass the same options and start from a model of the same size.
+    """
+
+    def __init__(self, optimizer, *, network=None, node=None, model=None, **options):
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"GossipOptimizer wraps a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self._mpi = None
+        self._net = network
+        names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+        params = self._trained_parameters(names)
+        kind = self._network_kind(network)
+        n, self.node = self._placement(kind, network, node)
+        self._spec = self._make_spec(options, n, kind)  # every check before the parameters move
+        self._bind(params)
+        if kind == "loopback":
+            self._initial = self._flat.clone()
+            self._run = network._join(self)  # its own run, or None: the Loopback steps every node at once
+            if self._run is not None:
+                self._initial = None
+        else:
+            self._initial = None
+            self._run = self._make_run(kind, n)
+
+    # --- set-up ----------------------------------------------------------------------------------
+    def _trained_parameters(self, names):
+        params, seen = [], set()
+        for g, group in enumerate(self.optimizer.param_groups):
+            for k, p in enumerate(group["params"]):
+                name = names.get(id(p), f"param_groups[{g}]['params'][{k}]")
+                what = f"parameter {name} (shape {tuple(p.shape)})"
+                if not p.requires_grad or id(p) in seen:
+                    continue
+                if p.device.type != "cpu":
+                    raise _core.ConfigError(f"{what} is on {p.device}: GossipOptimizer trains CPU tensors")
+                if p.dtype != torch.float32:
+                    raise _core.ConfigError(f"{what} is {p.dtype}: GossipOptimizer trains float32 parameters "
+                                            "(model.float())")
+                if p.is_sparse:
+                    raise _core.ConfigError(f"{what} is sparse: GossipOptimizer trains dense parameters")
+                seen.add(id(p))
+                params.append(p)
+        if not params:
+            raise _core.ConfigError("GossipOptimizer: the optimizer has no parameter to train (none given, or every "
+                                    "one has requires_grad=False)")
+        return params
+
+    def _bind(self, params):
+        """One flat float32 tensor holds every trained parameter; the parameters become its views."""
+        total = sum(p.numel() for p in params)
+        self._flat = torch.empty(total, dtype=torch.float32)
+        self._offsets, at = [], 0
+        with torch.no_grad():
+            for p in params:
+                self._offsets.append(at)
+                view = self._flat[at:at + p.numel()]
+                view.copy_(p.detach().reshape(-1))
+                p.data = view.view_as(p)
+                at += p.numel()
+        self._params = params
+
+    @staticmethod
+    def _network_kind(network):
+        if isinstance(network, Loopback):
+            return "loopback"
+        if network is None:
+            kind = _launcher()
+            if kind is None:
+                raise _core.ConfigError("GossipOptimizer: network=None takes the nodes from the launcher, and none was "
+                                        "found (mpirun, torchrun): launch with `mpirun -np N python3 ...` or "
+                                        "`torchrun --nproc-per-node N ...`, or pass network=sparsepush.torch.Loopback(N)")
+            return kind
+        if network in ("mpi", "torch"):
+            return network
+        raise _core.ConfigError(f"GossipOptimizer: network must be None, 'mpi', 'torch' or a Loopback, got {network!r}")
+
+    @staticmethod
+    def _placement(kind, network, node):
+        if kind == "loopback":
+            if not isinstance(node, int) or isinstance(node, bool) or not 0 <= node < network.num_nodes:
+                raise _core.ConfigError(f"GossipOptimizer over a Loopback of {network.num_nodes} nodes needs "
+                                        f"node= in [0, {network.num_nodes}), got {node!r}")
+            return network.num_nodes, node
+        if node is not None:
+            raise _core.ConfigError(f"GossipOptimizer: node= is for a Loopback; under {kind} the node is the rank")
+        if kind == "mpi":
+            if not _core.has_mpi:
+                raise _core.ConfigError("GossipOptimizer: this sparsepush module was built without MPI (sparsepush."
+                                        "has_mpi is False); use torchrun")
+            info = launch_info()
+            return info["nodes"], info["rank"]
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            dist.init_process_group(backend="gloo")
+        return dist.get_world_size(), dist.get_rank()
+
+    def _make_spec(self, options, n, kind):
+        gossip = gossip_options()
+        for k in options:
+            if k in _LOOP_OWNS or (k in _core.run_options() and k not in gossip):
+                owner = _LOOP_OWNS.get(k, "your training loop's")
+                raise TypeError(f"GossipOptimizer: {k}= is {owner}, not the gossip's (gossip_options() lists what "
+                                "GossipOptimizer takes)")
+        spec = _core.RunSpec(**options)  # unknown keywords: TypeError with the closest one
+        processes = 1 if kind == "loopback" else n
+        spec.set(nodes=n, transport="mpi" if processes > 1 else "inprocess")
+        if kind == "torch":
+            if spec.policy != "lockstep":
+                raise _core.ConfigError(f"GossipOptimizer under torchrun runs lockstep rounds only, got policy "
+                                        f"{spec.policy}: launch with mpirun for --staleness or --overlap")
+            if spec.drop_value > 0:
+                raise _core.ConfigError("GossipOptimizer under torchrun injects no message loss (drop_probability); "
+                                        "launch with mpirun or use a Loopback")
+        for w in spec.validate(processes):
+            warnings.warn(w, stacklevel=3)
+        return spec
+
+    def _make_run(self, kind, n):
+        if kind == "mpi":
+            self._mpi = _core.MpiNetwork(n, timeout=self._spec["mpi_timeout"] or 60.0, policy=self._spec.policy,
+                                         drop_probability=self._spec.drop_value, seed=self._spec["seed"])
+            if self._mpi.ranks != n:
+                raise _core.ConfigError(f"GossipOptimizer under mpirun runs one node per rank: {self._mpi.ranks} ranks")
+            self.node = self._mpi.first_node
+            self._mpi.agree(repr(self._spec) + f" dim={self._flat.numel()}")
+            return _core.GossipRun(self._spec, [self._flat], self._mpi, self._offsets)
+        self._exchange = _core.ExchangeNetwork(n, self.node, _TorchFrames())
+        return _core.GossipRun(self._spec, [self._flat], self._exchange, self._offsets)
+
+    # --- the optimizer: its groups, state and defaults are the wrapped one's (lr schedulers work) ---
+    param_groups = property(lambda self: self.optimizer.param_groups)
+    state = property(lambda self: self.optimizer.state)
+    defaults = property(lambda self: self.optimizer.defaults)
+
+    def zero_grad(self, set_to_none=None):
+        """The wrapped optimizer's zero_grad (with its own default where set_to_none is not given)."""
+        if set_to_none is None:
+            self.optimizer.zero_grad()
+        else:
+            self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group):
+        raise _core.ConfigError("GossipOptimizer: parameters are fixed when it is made (their flat buffer is "
+                                "gossiped); add the group to the optimizer before wrapping it")
+
+    def step(self, closure=None):
+        """The wrapped optimizer's step, then one gossip round; returns the closure's loss."""
+        self._check_bound()
+        run = self._current()
+        if run is not None and run.finished:
+            raise _core.ConfigError(f"GossipOptimizer.step: node {self.node} ran finish() at round {run.round}; a run "
+                                    "that trains on needs a new GossipOptimizer")
+        loss = self.optimizer.step(closure)
+        self._gossip("step")
+        return loss
+
+    def finish(self):
+        """SCSP's final rounds (no local step) and every message in flight mixed; the parameters hold
+        the node's final model. Every node calls it. Returns the final rounds run."""
+        self._gossip("finish")
+        if self._mpi is not None:
+            self._mpi.finish()
+        return self._current().final_rounds
+
+    def _gossip(self, op):
+        if self._run is None:  # a Loopback that steps every node at once
+            self._net._arrive(self.node, op)
+        elif op == "step":
+            self._run.step([self._flat])
+        else:
+            self._run.finish([self._flat])
+
+    def _current(self):
+        return self._run if self._run is not None else self._net._run
+
+    def _check_bound(self):
+        for p in self._params:
+            if p.data.data_ptr() < self._flat.data_ptr() or p.data.data_ptr() >= self._flat.data_ptr() + 4 * self._flat.numel():
+                raise _core.ConfigError("GossipOptimizer: a parameter no longer lives in the flat buffer (was the model "
+                                        "moved with .to(), .cuda() or load_state_dict(assign)?); wrap a new optimizer")
+
+    def stats(self):
+        """{"node", "nodes", "rounds", "weight", "bytes_sent", "messages_sent", "messages_dropped",
+        "max_staleness", "final_rounds", "process_bytes_sent"}: bytes_sent and messages_sent are this
+        node's; messages_dropped, max_staleness and process_bytes_sent its run's (all nodes when a
+        Loopback steps every node at once)."""
+        run = self._current()
+        k = 0 if self._run is not None else self.node
+        if run is None:
+            return {"node": self.node, "nodes": self._spec["nodes"], "rounds": 0, "weight": 1.0, "bytes_sent": 0,
+                    "messages_sent": 0, "messages_dropped": 0, "max_staleness": 0, "final_rounds": 0,
+                    "process_bytes_sent": 0}
+        return {"node": self.node, "nodes": self._spec["nodes"], "rounds": run.round, "weight": run.weight(k),
+                "bytes_sent": run.node_bytes_sent(k), "messages_sent": run.node_messages_sent(k),
+                "messages_dropped": run.messages_dropped, "max_staleness": run.max_staleness,
+                "final_rounds": run.final_rounds, "process_bytes_sent": run.bytes_sent}
+
+    # --- state -----------------------------------------------------------------------------------
+    def state_dict(self):
+        """The wrapped optimizer's state_dict plus "sparsepush": the gossip's state (round, x, u,
+        error-feedback residuals, the policy's expectations, the byte ledger), this node's model and
+        the settings. Every node calls it at the same step, as a step: a waiting policy mixes what
+        is in flight first (over a Loopback the state holds every node's)."""
+        if self._run is None:
+            state = self._net._state(self.node)  # every node calls it: a round of its own
+        else:
+            state = self._run.save()
+            self._run.write_models([self._flat])  # a waiting policy's drain may have changed them
+        sd = self.optimizer.state_dict()
+        sd["sparsepush"] = {"gossip": state, "model": self._flat.clone(), "node": self.node,
+                            "nodes": self._spec["nodes"], "settings": repr(self._spec)}
+        return sd
+
+    def load_state_dict(self, state_dict):
+        sd = dict(state_dict)
+        mine = sd.pop("sparsepush", None)
+        if mine is None:
+            raise _core.ConfigError("GossipOptimizer.load_state_dict: the state has no 'sparsepush' entry (it is a "
+                                    "plain optimizer's, not a GossipOptimizer's)")
+        if mine["settings"] != repr(self._spec) or mine["nodes"] != self._spec["nodes"]:
+            raise _core.ConfigError(f"GossipOptimizer.load_state_dict: the state was saved with {mine['settings']}, "
+                                    f"this optimizer has {self._spec!r}")
+        if mine["node"] != self.node:
+            raise _core.ConfigError(f"GossipOptimizer.load_state_dict: the state is node {mine['node']}'s, this is node "
+                                    f"{self.node}")
+        if mine["model"].numel() != self._flat.numel():
+            raise _core.SizeError(f"GossipOptimizer.load_state_dict: the state's model has {mine['model'].numel()} "
+                                  f"parameters, this one {self._flat.numel()}")
+        if self._run is None:
+            self._net._load(mine["gossip"])
+        else:
+            self._run.restore(mine["gossip"])
+        self.optimizer.load_state_dict(sd)
+        with torch.no_grad():
+            self._flat.copy_(mine["model"])
+
+    def __repr__(self):
+        return f"GossipOptimizer(node {self.node} of {self._spec['nodes']}, {self._spec!r}, {self.optimizer!r})"

@@ -1,0 +1,82 @@
+"""The launch tests of sparsepush.torch: the same training (worker.py) as N threads over a
+Loopback, under `mpirun -np N` and under `torchrun --nproc_per_node N`; every node's final model
+must be the same bits in all of them, and every node's bytes_sent the same.
+
+    check_launch.py NP [--mpiexec "mpiexec -np-flag-free args..."] [--torchrun PATH]
+
+Configurations: SCSP with top-10% (lockstep; every launcher) and SP with --overlap (deferred
+rounds; Loopback and mpirun: torchrun runs lockstep rounds only).
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
+CONFIGS = {
+    "scsp": ({"algorithm": "scsp", "compressor": "top-k:0.1", "eta": 0.2, "schedule": "exponential", "seed": 3}, True),
+    "overlap": ({"algorithm": "sp", "compressor": "top-k:0.1", "eta": 0.2, "overlap": True}, False),
+}
+STEPS = 25
+
+
+def run(cmd, what):
+    print("$", " ".join(shlex.quote(c) for c in cmd), flush=True)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"{what} failed ({r.returncode}):\n{r.stdout}")
+
+
+def load(out, n):
+    return [(np.load(os.path.join(out, f"node{i}.npy")), json.load(open(os.path.join(out, f"node{i}.json"))))
+            for i in range(n)]
+
+
+def same(a, b, what_a, what_b):
+    for i, ((ma, sa), (mb, sb)) in enumerate(zip(a, b)):
+        if ma.tobytes() != mb.tobytes():
+            sys.exit(f"node {i}: the model of {what_a} differs from {what_b}'s (largest difference "
+                     f"{np.abs(ma - mb).max():.3g})")
+        if sa["bytes_sent"] != sb["bytes_sent"] or sa["rounds"] != sb["rounds"]:
+            sys.exit(f"node {i}: {what_a} sent {sa['bytes_sent']} bytes in {sa['rounds']} rounds, {what_b} "
+                     f"{sb['bytes_sent']} in {sb['rounds']}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("np", type=int)
+    ap.add_argument("--mpiexec")
+    ap.add_argument("--torchrun")
+    a = ap.parse_args()
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (options, lockstep) in CONFIGS.items():
+            opts = json.dumps(options)
+            ref = os.path.join(tmp, name + "-loopback")
+            run([py, WORKER, ref, str(STEPS), opts, "--loopback", str(a.np)], f"{name} over a Loopback")
+            want = load(ref, a.np)
+            spread = max(np.abs(m - want[0][0]).max() for m, _ in want)
+            print(f"{name}: {a.np} nodes over a Loopback, largest distance between nodes {spread:.3g}")
+            if a.mpiexec:
+                out = os.path.join(tmp, name + "-mpi")
+                run(shlex.split(a.mpiexec) + ["-np", str(a.np), py, WORKER, out, str(STEPS), opts], f"{name} under mpirun")
+                same(load(out, a.np), want, "mpirun", "the Loopback")
+                print(f"{name}: mpirun -np {a.np}: the Loopback's bits")
+            if a.torchrun and lockstep:
+                out = os.path.join(tmp, name + "-torchrun")
+                # --redirects 2 --tee 2: Debian's torch 1.13 under Python 3.11 loses torchrun's default (0)
+                run([a.torchrun, "--standalone", "--nnodes", "1", "--nproc_per_node", str(a.np), "--redirects", "2",
+                     "--tee", "2", WORKER, out, str(STEPS), opts], f"{name} under torchrun")
+                same(load(out, a.np), want, "torchrun", "the Loopback (and mpirun)" if a.mpiexec else "the Loopback")
+                print(f"{name}: torchrun --nproc_per_node {a.np}: the Loopback's bits")
+
+
+if __name__ == "__main__":
+    main()

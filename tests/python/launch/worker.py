@@ -1,0 +1,71 @@
+"""One run of the launch tests (tests/python/launch/check_launch.py): a small MLP trained on
+synthetic non-IID data (node i's inputs shifted by 0.3 i) with GossipOptimizer over the launcher's
+network (mpirun, torchrun) or, with --loopback N, N threads over a Loopback; `steps` steps, then
+finish(). Writes each node's final flat model to OUT/node<i>.npy and its stats to OUT/node<i>.json.
+
+    worker.py OUT STEPS OPTIONS_JSON [--loopback N]
+"""
+import json
+import os
+import sys
+import threading
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import sparsepush.torch as spt  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+_seeding = threading.Lock()  # torch.manual_seed is global: Loopback threads take turns
+
+
+def train(out, steps, options, network=None, node=None):
+    with _seeding:
+        torch.manual_seed(0)  # the same initial model at every node
+        model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+    opt = spt.GossipOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), network=network, node=node,
+                              **options)
+    i = opt.node
+    for t in range(steps):
+        g = torch.Generator().manual_seed(1000 * i + t)
+        x = torch.randn(16, 10, generator=g) + 0.3 * i
+        y = (x[:, :5].sum(1) > x[:, 5:].sum(1)).long()
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    opt.finish()
+    flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
+    np.save(os.path.join(out, f"node{i}.npy"), flat)
+    with open(os.path.join(out, f"node{i}.json"), "w") as f:
+        json.dump(opt.stats(), f)
+
+
+def main():
+    out, steps, options = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    os.makedirs(out, exist_ok=True)
+    if len(sys.argv) > 4 and sys.argv[4] == "--loopback":
+        n = int(sys.argv[5])
+        net, errors = spt.Loopback(n, timeout=120), []
+
+        def run(i):
+            try:
+                train(out, steps, options, net, i)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
+    else:
+        train(out, steps, options)
+
+
+if __name__ == "__main__":
+    main()
