@@ -40,6 +40,9 @@ struct sparse_push_options {
   /// runs deferred rounds: its own loopback then copies messages (the network's mode, unless
   /// `encoded` is asked for), and an MPI network must be built with the same policy.
   wait_policy policy{};
+  /// Deferred rounds: a node whose push-sum weight is below this floor scales its local step by
+  /// u_i / floor (gossip_options::step_weight_floor: why, and 0 to turn it off).
+  double step_weight_floor = gossip_options::default_step_weight_floor;
 };
 
 /// Nodes running Sparse-Push (or SGP, D-PSGD, DeepSqueeze, SCSP), over any tensor type (or an
@@ -68,7 +71,8 @@ class sparse_push {
     requires std::is_same_v<Net, loopback_network>
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_nodes(std::move(x0), sched_),
-               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery, opt.policy}),
+               gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, 0, 0, opt.recovery, opt.policy,
+                              opt.step_weight_floor}),
         own_net_(std::make_unique<loopback_network>(group_.num_nodes(),
                                                     opt.policy.lockstep() ? for_lockstep(opt.network) : opt.network)),
         net_(own_net_.get()) {
@@ -81,7 +85,7 @@ class sparse_push {
       : sched_(std::move(sched)), phases_(std::move(phases)),
         group_(check_block(std::move(x0), sched_, net),
                gossip_options{1.0, needs_feedback(phases_), opt.threads, opt.seed, net.first_node(), net.num_nodes(),
-                              opt.recovery, opt.policy}),
+                              opt.recovery, opt.policy, opt.step_weight_floor}),
         net_(&net) {
     validate_schedule(sched_);
   }

@@ -8,6 +8,9 @@
 //   asynchronous        everything that has arrived, never waiting (liveness is still checked)
 // A receiver holds at most inbox_rounds() rounds of envelopes per in-neighbour: a sender that
 // would exceed that waits, so memory stays bounded however far apart the nodes drift.
+// Under delays a node's push-sum weight u_i can collapse (it keeps sending its share while what it
+// is owed is in flight), which would amplify its local step by 1/u_i: in every policy but lockstep
+// a node below gossip_options::step_weight_floor scales its step (push_sum_group::deferred_step_of).
 #pragma once
 
 #include <cstdint>
