@@ -131,7 +131,7 @@ case "$case_" in
   resume_final_phase)  # a resume inside SCSP's final rounds ends with the uninterrupted summary, twice
     strip() {  # the times (wait_seconds_per_rank: an array over several lines) and the buffers' capacity
       sed -E '/"wait_seconds_per_rank": \[$/,/\]/d; /"wait_seconds_per_rank"/d' "$1" |
-        grep -vE '"(wall_seconds|train_seconds|eval_seconds|train_images_per_second|state_bytes_per_node)"'
+        grep -vE '"(wall_seconds|train_seconds|eval_seconds|final_eval_seconds|startup_seconds|time_to_target_seconds|train_seconds_to_target|eval_seconds_to_target|train_images_per_second|state_bytes_per_node)"'
     }
     args=("${base[@]}" --nodes 4 --epochs 0.02 --final-rounds 4 --drop-probability 0.1 --eval-every 2)
     "$exe" "${args[@]}" --summary full.json > full.out

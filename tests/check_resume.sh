@@ -29,7 +29,7 @@ kill_session() {
 # (wait_seconds_per_rank, a time by rank, is an array over several lines)
 strip() {
   sed -E '/"wait_seconds_per_rank": \[$/,/\]/d; /"wait_seconds_per_rank"/d' "$1" |
-    grep -vE '"(wall_seconds|train_seconds|eval_seconds|train_images_per_second|state_bytes_per_node|ranks|transport)"'
+    grep -vE '"(wall_seconds|train_seconds|eval_seconds|final_eval_seconds|startup_seconds|time_to_target_seconds|train_seconds_to_target|eval_seconds_to_target|train_images_per_second|state_bytes_per_node|ranks|transport|eval_bytes|final_eval_bytes)"'
 }
 # the log without its wall-clock column
 strip_log() { cut -d, -f1-10 "$1"; }

@@ -7,6 +7,8 @@
 
 #include <sparsepush/train/gossip_run.hpp>
 
+#include "dense_push_sum.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -61,29 +63,13 @@ TEST_CASE("gossip_run: SGP rounds equal a dense push-sum reference", "[gossip_ru
   std::vector<double> u(n, 1.0);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t k = 0; k < d; ++k) x[i][k] = models[i][k];
-  std::vector<sp::out_edge> col;
   for (std::uint32_t t = 0; t < 12; ++t) {
     auto before = models;
     local_change(models, t);
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t k = 0; k < d; ++k) x[i][k] += static_cast<double>(models[i][k]) - before[i][k];
     run.step(spans(models));
-    std::vector<std::vector<double>> nx(n, std::vector<double>(d, 0.0));
-    std::vector<double> nu(n, 0.0);
-    for (std::uint32_t j = 0; j < n; ++j) {
-      sched.out_edges(t, j, col);
-      double own = 1.0;
-      for (const auto& e : col) {
-        if (e.to == j) continue;
-        own -= e.share;
-        for (std::size_t k = 0; k < d; ++k) nx[e.to][k] += e.share * x[j][k];
-        nu[e.to] += e.share * u[j];
-      }
-      for (std::size_t k = 0; k < d; ++k) nx[j][k] += own * x[j][k];
-      nu[j] += own * u[j];
-    }
-    x = nx;
-    u = nu;
+    dense_push_sum::mix(sched, t, x, u);
     double worst = 0;
     for (std::size_t i = 0; i < n; ++i) {
       CHECK(run.weight(i) == Approx(u[i]).epsilon(1e-12));

@@ -15,7 +15,11 @@
 #   --hosts H          emulated hosts, one MPI rank each (default 4)
 #   --nodes N          nodes in all (default 16)
 #   --rates "R..."     uplink rates after the unshaped run (default "1gbit 100mbit 10mbit")
-#   --configs "C..."   sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1 (default: all five)
+#   --configs "C..."   sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1 (default: these five),
+#                      sp-top1-hH (SP top-1% with H local steps, e.g. sp-top1-h4),
+#                      sp-top0.1-int8-hH
+#   --target A         stop each run at the first evaluation whose node-mean accuracy reaches A
+#                      (--target-accuracy; the table then reports the summary's time to it)
 #   --policies "P..."  lockstep overlap async (default: all three; CHOCO runs lockstep only)
 #   --skews "S..."     label skews (default "0 0.8"; target 80% at skew 0, 75% otherwise)
 #   --model M --epochs E --eval-every R   (defaults cnn, 1, 0: about ten evaluations a run)
@@ -29,7 +33,7 @@ build="$root/build"
 out="$here/out"
 hosts=4 nodes=16 rates="1gbit 100mbit 10mbit"
 configs="sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1"
-policies="lockstep overlap async" skews="0 0.8" model=cnn epochs=1 eval_every=0 extra="" eval_reduce=allreduce
+policies="lockstep overlap async" skews="0 0.8" model=cnn epochs=1 eval_every=0 extra="" eval_reduce=allreduce target=""
 die() { echo "run.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,8 +50,9 @@ while [ $# -gt 0 ]; do
     --epochs) epochs="$2"; shift ;;
     --eval-every) eval_every="$2"; shift ;;
     --extra) extra="$2"; shift ;;
+    --target) target="$2"; shift ;;
     --eval-reduce) eval_reduce="$2"; shift ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (--help lists them)" ;;
   esac
   shift
@@ -63,6 +68,10 @@ config_args() {
     sp-top0.1-int8) echo "--algorithm sp --compressor top-k:0.001+int8" ;;
     scsp-auto-bf16) echo "--algorithm scsp --compressor top-k:0.01 --final-rounds auto --final-compressor identity+bf16" ;;
     choco-top1) echo "--algorithm choco --compressor top-k:0.01" ;;
+    sp-top1-h[1-9]*) [[ "${1#sp-top1-h}" =~ ^[1-9][0-9]{0,3}$ ]] || return 1
+                     echo "--algorithm sp --compressor top-k:0.01 --local-steps ${1#sp-top1-h}" ;;
+    sp-top0.1-int8-h[1-9]*) [[ "${1#sp-top0.1-int8-h}" =~ ^[1-9][0-9]{0,3}$ ]] || return 1
+                            echo "--algorithm sp --compressor top-k:0.001+int8 --local-steps ${1#sp-top0.1-int8-h}" ;;
     *) return 1 ;;
   esac
 }
@@ -74,7 +83,14 @@ policy_args() {
     *) return 1 ;;
   esac
 }
-for c in $configs; do config_args "$c" >/dev/null || die "unknown config '$c' (sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1)"; done
+for c in $configs; do
+  config_args "$c" >/dev/null || die "unknown config '$c' (sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1 sp-top1-hH sp-top0.1-int8-hH)"
+done
+if [ -n "$target" ]; then
+  python3 -c "import sys; a = float(sys.argv[1]); sys.exit(0 if 0 < a <= 1 else 1)" "$target" 2>/dev/null ||
+    die "--target must be a fraction in (0, 1], not '$target'"
+  extra="$extra --target-accuracy $target"
+fi
 for p in $policies; do policy_args "$p" >/dev/null || die "unknown policy '$p' (lockstep overlap async)"; done
 
 exe="$build/examples/sparsepush-train"

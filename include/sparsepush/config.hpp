@@ -8,7 +8,7 @@
 #include <string>
 
 #define SPARSEPUSH_VERSION_MAJOR 0
-#define SPARSEPUSH_VERSION_MINOR 5
+#define SPARSEPUSH_VERSION_MINOR 6
 #define SPARSEPUSH_VERSION_PATCH 0
 
 /// A read prefetch hint (nothing where the compiler offers none).

@@ -1,7 +1,7 @@
 # sparsepush-train --staleness inf --transport mpi: the asynchronous policy over MPI ranks, which is
 # not reproducible (each rank runs at its own pace), so the summary is checked for what must hold.
 #   MODE straggler: with --straggler on rank 1's nodes the run completes; the nodes took different
-#     step counts (min < max) that together reach the global budget (sum >= nodes x training rounds)
+#     step counts (min < max) that together reach the global budget (nodes x training rounds - nodes < sum <= nodes x training rounds)
 #   MODE resume: a run checkpointed every few rounds, resumed from its latest checkpoint and from the
 #     one before it, completes from each; the summaries are sensible but not the uninterrupted run's
 # Every summary: exit 0, the policy "asynchronous", no in-process delay model (max_delay null), sum u
@@ -78,9 +78,15 @@ function(check_summary file what)
   if(NOT count EQUAL NODES)
     message(FATAL_ERROR "${what}: the steps histogram counts ${count} nodes, the run has ${NODES}")
   endif()
+  # the budget is never overrun, and the run ends less than one round of every node short of it
   math(EXPR budget "${NODES} * ${train_rounds}")
-  if(sum LESS budget)
-    message(FATAL_ERROR "${what}: the nodes took ${sum} steps together, below the budget of ${NODES} x ${train_rounds}")
+  math(EXPR floor "${budget} - ${NODES}")
+  if(sum GREATER budget)
+    message(FATAL_ERROR "${what}: the nodes took ${sum} steps together, over the budget of ${NODES} x ${train_rounds}")
+  endif()
+  if(NOT sum GREATER floor)
+    message(FATAL_ERROR "${what}: the nodes took ${sum} steps together, a round of every node or more short of the "
+                        "budget of ${NODES} x ${train_rounds}")
   endif()
   string(JSON lo GET "${s}" steps_per_node min)
   string(JSON hi GET "${s}" steps_per_node max)
@@ -88,7 +94,7 @@ function(check_summary file what)
   set(steps_min ${lo} PARENT_SCOPE)
   set(steps_max ${hi} PARENT_SCOPE)
   set(train_rounds ${train_rounds} PARENT_SCOPE)
-  message(STATUS "${what}: sum u ${mass}, accuracies in (0, 1], steps ${lo} to ${hi} (${sum} >= ${budget})")
+  message(STATUS "${what}: sum u ${mass}, accuracies in (0, 1], steps ${lo} to ${hi} (${floor} < ${sum} <= ${budget})")
 endfunction()
 
 if(MODE STREQUAL "straggler")

@@ -41,7 +41,9 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 if a.get("ranks") != 2 or a.get("transport") != "mpi":
     sys.exit(f"the MPI summary says ranks {a.get('ranks')}, transport {a.get('transport')}")
-skip = {"wall_seconds", "train_seconds", "eval_seconds", "train_images_per_second", "wait_seconds_per_rank",
+skip = {"wall_seconds", "train_seconds", "eval_seconds", "final_eval_seconds", "startup_seconds", "time_to_target_seconds",
+        "train_seconds_to_target", "eval_seconds_to_target", "train_images_per_second", "wait_seconds_per_rank",
+        "eval_bytes", "final_eval_bytes",
         "transport", "ranks", "state_bytes_per_node"}  # the MPI buffers count in the state
 diff = [k for k in sorted(set(a) | set(b)) if k not in skip and a.get(k) != b.get(k)]
 if diff:

@@ -21,7 +21,8 @@ HAVE_DATA = os.path.isfile(os.path.join(DATA, "train-images-idx3-ubyte.gz"))
 needs_data = pytest.mark.skipif(not HAVE_DATA, reason="Fashion-MNIST is not installed (dataset-fashion-mnist)")
 # a short MLP run with SCSP's final rounds: about ten rounds on 4 nodes
 SHORT = dict(nodes=4, model="mlp", epochs=0.02, eval_samples=100, final_eval_samples=200, final_rounds=2, threads=1)
-TIMES = {"wall_seconds", "train_seconds", "eval_seconds", "train_images_per_second", "wait_seconds_per_rank",
+TIMES = {"wall_seconds", "train_seconds", "eval_seconds", "final_eval_seconds", "startup_seconds", "time_to_target_seconds",
+         "train_seconds_to_target", "eval_seconds_to_target", "train_images_per_second", "wait_seconds_per_rank",
          "host_seconds", "clock"}
 
 
@@ -106,6 +107,24 @@ def test_a_diverging_run_raises_naming_the_reason():
     with pytest.raises(sparsepush.DivergedError, match="lower --eta .* or --lr"):
         sparsepush.train(nodes=2, model="mlp", epochs=0.02, lr=1e6, momentum=0.0, eval_samples=50, final_eval_samples=50,
                          final_rounds=1, threads=1)
+
+
+@needs_data
+def test_a_target_stops_training_where_the_uninterrupted_run_first_reaches_it():
+    opts = dict(nodes=4, model="mlp", epochs=0.1, eval_every=2, eval_samples=200, final_eval_samples=200,
+                algorithm="sp", local_steps=2, threads=1)
+    full = sparsepush.train(**opts)
+    assert full["target_accuracy"] is None and full["local_steps"] == 2
+    # a target the run reaches early: training stops there, with no final rounds for SP
+    stopped = sparsepush.train(target_accuracy=0.3, **opts)
+    assert stopped["target_reached"] is True
+    assert stopped["accuracy_at_target"] >= 0.3
+    assert stopped["rounds"] == stopped["rounds_to_target"] < full["rounds"]
+    assert stopped["samples_to_target"] == stopped["rounds_to_target"] * 2 * 4 * 32  # H x nodes x batch
+    assert 0 < stopped["bytes_to_target"] <= stopped["bytes_sent_total"] < full["bytes_sent_total"]
+    never = sparsepush.train(target_accuracy=1.0, **opts)
+    assert never["target_reached"] is False and never["rounds_to_target"] is None
+    assert never["rounds"] == full["rounds"] and never["avg_test_accuracy"] == full["avg_test_accuracy"]
 
 
 def test_unknown_keyword_is_a_type_error_naming_it():

@@ -1,5 +1,6 @@
 // sparsepush/train/csv_log.hpp: a run's CSV log, one row per evaluation (round, epoch, phase,
-// loss, both test accuracies, divergence, bytes, communication ratio, wall seconds). A resumed
+// loss, both test accuracies, divergence, bytes, communication ratio, wall seconds; the averaged
+// model's accuracy and the divergence are empty where that evaluation did not measure them). A resumed
 // run keeps the rows up to its checkpoint. Every write is checked.
 #pragma once
 
@@ -52,9 +53,11 @@ class csv_log {
   bool is_open() const { return f_.is_open(); }
   void row(const round_status& s, double epoch, const char* phase) {
     std::ostringstream o;
-    o << s.round << ',' << epoch << ',' << phase << ',' << s.loss << ',' << s.eval.avg_node_accuracy << ','
-      << s.eval.averaged_model_accuracy << ',' << s.report.parameter_divergence << ',' << s.report.bytes_sent << ','
-      << static_cast<double>(s.report.bytes_sent) / 1e6 << ',' << s.report.comm_ratio << ',' << s.wall_seconds << '\n';
+    o << s.round << ',' << epoch << ',' << phase << ',' << s.loss << ',' << s.eval.avg_node_accuracy << ',';
+    if (s.eval.averaged) o << s.eval.averaged_model_accuracy << ',' << s.report.parameter_divergence;
+    else o << ',';  // not measured at this evaluation (each node's own model only): empty cells
+    o << ',' << s.report.bytes_sent << ',' << static_cast<double>(s.report.bytes_sent) / 1e6 << ',' << s.report.comm_ratio
+      << ',' << s.wall_seconds << '\n';
     f_.write(o.str());
   }
   void flush() { f_.flush(); }

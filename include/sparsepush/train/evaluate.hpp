@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,7 +45,27 @@ struct evaluation {
   double avg_node_accuracy = 0.0;        ///< mean over nodes of each de-biased model's accuracy
   double averaged_model_accuracy = 0.0;  ///< accuracy of mean_i xh_i (float, summed in node order)
   double parameter_divergence = 0.0;     ///< (1/n) sum_i || xh_i - mean ||_2, in double
+  /// The averaged model and the divergence were measured (a scalar evaluation, which tests each
+  /// node's own model only, leaves both NaN).
+  bool averaged = true;
 };
+
+/// What an evaluation's reductions carry between the processes, in bytes: each rank's values to
+/// every other rank for a gather, the d sums once from rank to rank and then to every rank for
+/// the ordered sum, twice d doubles per rank for the allreduce (as a ring sends them). Counted
+/// from the sizes of the collectives (MPI's own algorithms may move a little more or less); 0 for
+/// one process.
+inline std::uint64_t evaluation_payload(std::size_t ranks, std::size_t nodes, std::size_t dim, std::size_t element_bytes,
+                                        bool averaged, eval_reduction how) {
+  if (ranks <= 1) return 0;
+  const std::uint64_t others = ranks - 1;
+  std::uint64_t bytes = 2 * 8 * nodes * others;  // the accuracies and the losses, one double per node each way
+  if (!averaged) return bytes;
+  bytes += 8 * nodes * others + 8 * others;      // the divergence's norms, the averaged model's accuracy
+  const std::uint64_t sums = element_bytes == 4 ? 12 * dim : 16 * dim;  // sum / n in T and sum in double
+  bytes += how == eval_reduction::ordered ? 2 * sums * others : 2 * 8 * dim * others;
+  return bytes;
+}
 
 /// accuracy(worker, model): the user's test of one model; worker in [0, threads) names the
 /// thread that calls it (one scratch per worker).
@@ -151,9 +172,12 @@ round_report report_over(const A& alg, std::uint32_t round, double divergence, G
 /// and reduce over `group`: every process returns the same bits, equal to those of one process
 /// running every node (with eval_reduction::ordered; see eval_reduction for allreduce). Models
 /// that are the same bits are tested once; `threads` test in parallel.
+///
+/// With averaged = false only the nodes' own models are tested and only scalars travel: the
+/// averaged model and the divergence, which need the sum of the models, are left NaN.
 template <tensor_element T, class A, process_group G>
 evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy,
-                    eval_reduction how = eval_reduction::ordered) {
+                    eval_reduction how = eval_reduction::ordered, bool averaged = true) {
   detail::check_layout(alg, group, "evaluate");
   const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
   auto hash = [](std::span<const T> m) { return detail::fnv1a(std::as_bytes(m)); };
@@ -194,6 +218,11 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
   evaluation ev;
   for (const double a : detail::allgather(group, local_acc, "the evaluation's gather of node accuracies"))
     ev.avg_node_accuracy += a / static_cast<double>(n);
+  if (!averaged) {
+    ev.averaged = false;
+    ev.averaged_model_accuracy = ev.parameter_divergence = std::numeric_limits<double>::quiet_NaN();
+    return ev;
+  }
 
   std::vector<T> avg;
   ev.parameter_divergence = detail::averaged_model<T>(alg, group, avg, how);

@@ -70,10 +70,10 @@ inline std::string write_plot(const std::string& log, const std::string& plot, c
       "set terminal pngcairo size 1200,800\nset output ARG2\nset datafile separator ','\n"
       "set multiplot layout 2,2 title ARG3\n"
       "set key bottom right\nset xlabel 'round'\nset ylabel 'test accuracy'\n"
-      "plot ARG1 using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with lines title 'averaged model'\n"
-      "set xlabel 'MB sent'\nplot ARG1 using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with lines title 'averaged model'\n"
-      "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot ARG1 using 1:7 skip 1 with lines title 'divergence'\n"
-      "set xlabel 'MB sent'\nplot ARG1 using 9:7 skip 1 with lines title 'divergence'\nunset multiplot\n";
+      "plot ARG1 using 1:5 skip 1 with lines title 'node average', '' using 1:6 skip 1 with linespoints title 'averaged model'\n"
+      "set xlabel 'MB sent'\nplot ARG1 using 9:5 skip 1 with lines title 'node average', '' using 9:6 skip 1 with linespoints title 'averaged model'\n"
+      "set logscale y\nset xlabel 'round'\nset ylabel 'parameter divergence'\nplot ARG1 using 1:($7 + 1e-12) skip 1 with linespoints title 'divergence (+1e-12)'\n"
+      "set xlabel 'MB sent'\nplot ARG1 using 9:($7 + 1e-12) skip 1 with linespoints title 'divergence (+1e-12)'\nunset multiplot\n";
   if (auto why = write_whole(script, "the plot script", text); !why.empty()) return why;
   const int rc = run_program({"gnuplot", "-c", script, log, plot, title}, limit);
   std::error_code ec;

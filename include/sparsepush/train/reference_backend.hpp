@@ -41,11 +41,17 @@ struct reference_plan {
   partition parts;
   std::size_t per_node = 0;  ///< training images per node (for epochs)
   std::uint32_t train_rounds = 0, final_rounds = 0;
+  std::uint32_t local_steps = 1;  ///< H: minibatches per node in a training round
   final_rounds_plan plan;    ///< SCSP with --final-rounds auto: the count and its bound
   std::uint32_t rounds() const noexcept { return train_rounds + final_rounds; }
-  /// The epochs over each node's shard that `rounds` training rounds of `batch` make.
+  /// The epochs over each node's shard that `rounds` training rounds of `batch` (H minibatches
+  /// each) make.
   double epochs_after(std::uint32_t rounds, std::size_t batch) const noexcept {
-    return static_cast<double>(rounds) * static_cast<double>(batch) / static_cast<double>(per_node);
+    return static_cast<double>(rounds) * local_steps * static_cast<double>(batch) / static_cast<double>(per_node);
+  }
+  /// The same for a count of one node's local steps.
+  double epochs_after_steps(double steps, std::size_t batch) const noexcept {
+    return steps * static_cast<double>(batch) / static_cast<double>(per_node);
   }
 };
 
@@ -63,10 +69,15 @@ inline reference_plan plan_reference_run(const run_spec& s, const labelled_image
   p.per_node = train.count / n;
   // rounds are 32-bit: check the arithmetic before converting
   constexpr double max_rounds = std::numeric_limits<std::uint32_t>::max();
-  const double want = std::max(1.0, std::round(s.epochs * static_cast<double>(p.per_node) / static_cast<double>(s.batch)));
-  if (want > max_rounds)
-    throw config_error("--epochs " + std::to_string(s.epochs) + " gives " + std::to_string(want) +
-                       " rounds, more than the 4294967295 a run can count");
+  // H local steps a round: the rounds that make --epochs (at least one), whose local steps the
+  // learning-rate schedule counts in 32 bits too
+  p.local_steps = s.local_steps;
+  const double H = s.local_steps;
+  const double want =
+      std::max(1.0, std::round(s.epochs * static_cast<double>(p.per_node) / (static_cast<double>(s.batch) * H)));
+  if (want * H > max_rounds)
+    throw config_error("--epochs " + std::to_string(s.epochs) + " gives " + std::to_string(want) + " rounds of " +
+                       std::to_string(s.local_steps) + " local steps, more than the 4294967295 steps a run can count");
   p.train_rounds = static_cast<std::uint32_t>(want);
   if (scsp && s.final_rounds_spec() == "auto") {  // SCSP: the fewest exact rounds within --final-tolerance
     p.plan = final_rounds_for(parse_schedule(s.schedule_spec(), n, s.seed), p.train_rounds, s.final_tolerance_value(), 100000,
@@ -78,9 +89,12 @@ inline reference_plan plan_reference_run(const run_spec& s, const labelled_image
   if (scsp && static_cast<double>(p.train_rounds) + p.final_rounds > max_rounds)
     throw config_error("--final-rounds " + std::to_string(p.final_rounds) + " after " + std::to_string(p.train_rounds) +
                        " training rounds exceeds the 4294967295 rounds a run can count");
-  if (s.warmup > p.train_rounds)
-    throw config_error("--warmup " + std::to_string(s.warmup) + " is longer than the " + std::to_string(p.train_rounds) +
-                       " training rounds");
+  if (s.warmup > std::uint64_t{p.train_rounds} * s.local_steps)
+    throw config_error("--warmup " + std::to_string(s.warmup) + " is longer than the " +
+                       (s.local_steps > 1 ? std::to_string(std::uint64_t{p.train_rounds} * s.local_steps) +
+                                                " local steps of training (" + std::to_string(p.train_rounds) +
+                                                " rounds of " + std::to_string(s.local_steps) + ")"
+                                          : std::to_string(p.train_rounds) + " training rounds"));
   return p;
 }
 

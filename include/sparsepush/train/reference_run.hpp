@@ -77,8 +77,14 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
   auto profile = [](std::size_t batch, const nn::device_profile& d) {
     return obj{{"batch", batch}, {"parameters", d.parameters}, {"activation_bytes", d.activation_bytes}, {"flops_per_step", d.flops}};
   };
-  const double epochs = p.epochs_after(p.train_rounds, s.batch);
+  std::uint64_t steps = 0;  // every node's local steps: the images trained on, batch by batch
+  for (const auto v : r.steps_per_node) steps += v;
+  const bool stopped = r.target && r.target->rounds < p.train_rounds;  // the target stopped training early
+  const double epochs = stopped ? p.epochs_after_steps(static_cast<double>(r.target->local_steps) / static_cast<double>(n), s.batch)
+                                : p.epochs_after(p.train_rounds, s.batch);
   const summary_value none = nullptr;
+  auto reached = [&](auto f) { return r.target ? summary_value(f(*r.target)) : none; };
+  using hit = train_result::target_reached;
   return obj{
       {"algorithm", s.algorithm},
       {"nodes", n},
@@ -97,8 +103,20 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
       {"precision", bits == 0 ? std::string("fp32") : bits == 8 ? std::string("int8") : std::to_string(bits) + "-bit"},
       {"bits", b},
       {"parameters", net.num_params()},
-      {"rounds", p.rounds()},
+      {"rounds", r.rounds_done},
       {"epochs", epochs},
+      {"local_steps", s.local_steps},
+      {"outer_lr", s.outer_step() ? summary_value(s.outer_lr_value()) : none},
+      {"outer_momentum", s.outer_step() ? summary_value(s.outer_momentum_value()) : none},
+      {"target_accuracy", s.target_accuracy ? summary_value(*s.target_accuracy) : none},
+      {"target_reached", s.target_accuracy ? summary_value(r.target.has_value()) : none},
+      {"accuracy_at_target", reached([](const hit& h) { return h.accuracy; })},
+      {"time_to_target_seconds", reached([](const hit& h) { return h.seconds; })},
+      {"train_seconds_to_target", reached([](const hit& h) { return h.train_seconds; })},
+      {"eval_seconds_to_target", reached([](const hit& h) { return h.eval_seconds; })},
+      {"rounds_to_target", reached([](const hit& h) { return h.rounds; })},
+      {"bytes_to_target", reached([](const hit& h) { return h.bytes; })},
+      {"samples_to_target", reached([&](const hit& h) { return h.local_steps * s.batch; })},
       {"avg_test_accuracy", r.eval.avg_node_accuracy},
       {"averaged_model_test_accuracy", r.eval.averaged_model_accuracy},
       {"param_divergence", r.report.parameter_divergence},
@@ -124,11 +142,15 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
       {"max_staleness", r.max_staleness},
       {"wait_seconds_per_rank", summary_value::list(r.wait_seconds_per_rank)},
       {"eval_reduce", s.eval_reduce_value()},
+      {"eval_average_every", s.eval_average_every},
       {"wall_seconds", wall},
+      {"startup_seconds", r.startup_seconds},
       {"train_seconds", r.train_seconds},
       {"eval_seconds", r.eval_seconds},
-      {"train_images_per_second", static_cast<double>(p.train_rounds) * static_cast<double>(s.batch) * static_cast<double>(n) /
-                                      r.train_seconds},
+      {"eval_bytes", r.eval_bytes},
+      {"final_eval_seconds", r.final_eval_seconds},
+      {"final_eval_bytes", r.final_eval_bytes},
+      {"train_images_per_second", static_cast<double>(steps) * static_cast<double>(s.batch) / r.train_seconds},
       {"device_profile",
        obj{{"one_device", profile(s.batch * n, one)},
            {"per_device", profile(s.batch, per)},
@@ -138,9 +160,17 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
            {"communication_reduction", per.communication_reduction},
            {"compute_energy_reduction", per.compute_energy_reduction},
            {"compute_energy_joules_per_step", per.compute_energy_joules},
-           {"compute_energy_joules_total",
-            per.compute_energy_joules * static_cast<double>(p.train_rounds) * static_cast<double>(n)},
+           {"compute_energy_joules_total", per.compute_energy_joules * static_cast<double>(steps)},
            {"communication_energy_joules", nn::communication_energy_joules(static_cast<double>(r.report.bytes_sent))}}}};
+}
+
+/// SCSP's final rounds when they start at schedule round `at` (a target stopped training early):
+/// auto's count from there, or the count given; 0 for other algorithms.
+inline std::uint32_t reference_final_rounds(const run_spec& s, const reference_plan& p, std::uint32_t at) {
+  if (!s.info().final_rounds) return 0;
+  if (s.final_rounds_spec() != "auto") return p.final_rounds;
+  return final_rounds_for(parse_schedule(s.schedule_spec(), s.nodes, s.seed), at, s.final_tolerance_value(), 100000,
+                          *s.final_eta_value()).rounds;
 }
 
 /// The lines a run opens with: what runs, and SCSP's final rounds.
@@ -161,6 +191,11 @@ inline std::string reference_header(const run_spec& s, const reference_plan& p, 
                                    s.algorithm.c_str(), s.nodes, s.schedule_spec().c_str(), s.compressor_spec().c_str(),
                                    s.eta_value(), s.model.c_str(), d, s.dirichlet ? "dirichlet" : "skew",
                                    s.dirichlet ? *s.dirichlet : s.skew_value(), p.rounds(), epochs, s.batch) +
+                    (s.local_steps > 1 ? detail::format(", %u local steps a round", s.local_steps) : std::string()) +
+                    (s.outer_step() ? detail::format(", outer step lr %g momentum %g", s.outer_lr_value(),
+                                                     s.outer_momentum_value()) : std::string()) +
+                    (s.target_accuracy ? detail::format("; until %.4g%% node-mean accuracy", 100 * *s.target_accuracy)
+                                       : std::string()) +
                     policy + slow + "\n";
   if (!s.info().final_rounds) return out;
   const double final_eta = *s.final_eta_value();
@@ -206,14 +241,19 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   };
   cb.progress = [&](const round_status& st) {
     const double epoch = p.epochs_after(std::min(st.round, train_rounds), s.batch);
-    if (st.evaluated && log.is_open()) log.row(st, epoch, scsp && st.round > train_rounds ? "final-gossip" : "train");
+    if (st.evaluated && log.is_open()) log.row(st, epoch, scsp && !st.training ? "final-gossip" : "train");
     if (root && (io.live || st.evaluated)) {  // a terminal gets one live line, a pipe a line per evaluation
       char loss[32] = "-";  // under MPI the mean loss is gathered at evaluations and checkpoints only
       if (st.loss_known) std::snprintf(loss, sizeof loss, "%.4f", st.loss);
-      say(detail::format("%sround %u/%u  epoch %.2f  loss %s  acc %.2f%% (avg model %.2f%%)  div %.3g  %.1f MB  ETA %.0fs%s",
-                         io.live ? "\r" : "", st.round, rounds, epoch, loss, 100 * st.eval.avg_node_accuracy,
-                         100 * st.eval.averaged_model_accuracy, st.report.parameter_divergence,
-                         static_cast<double>(st.bytes_now) / 1e6, st.wall_seconds / st.round * (rounds - st.round),
+      char avg[64] = "-";  // measured at the last evaluation and every --eval-average-every rounds
+      if (st.eval.averaged)
+        std::snprintf(avg, sizeof avg, "%.2f%%)  div %.3g", 100 * st.eval.averaged_model_accuracy,
+                      st.report.parameter_divergence);
+      else std::snprintf(avg, sizeof avg, "-)  div -");
+      say(detail::format("%sround %u/%u  epoch %.2f  loss %s  acc %.2f%% (avg model %s  %.1f MB  ETA %.0fs%s",
+                         io.live ? "\r" : "", st.round, rounds, epoch, loss, 100 * st.eval.avg_node_accuracy, avg,
+                         static_cast<double>(st.bytes_now) / 1e6,
+                         st.wall_seconds / st.round * (rounds > st.round ? rounds - st.round : 0),
                          io.live ? "   " : "\n"));
     }
   };
@@ -228,8 +268,12 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   };
   trainer<float, Group> tr(group, s.fingerprint(d),
                            {.rounds = rounds, .train_rounds = train_rounds,
-                            .lr = [&lr, train_rounds](std::uint32_t t) { return lr.at(t, train_rounds); },
-                            .eval_every = s.eval_every, .eval_threads = s.threads_value(), .checkpoint_dir = s.checkpoint_dir(),
+                            .lr = [&lr, steps = train_rounds * s.local_steps](std::uint32_t t) { return lr.at(t, steps); },
+                            .local_steps = s.local_steps, .outer_lr = s.outer_lr_value(),
+                            .outer_momentum = s.outer_momentum_value(), .eval_every = s.eval_every,
+                            .eval_average_every = s.eval_average_every, .target_accuracy = s.target_accuracy,
+                            .final_rounds_from = [&s, &p](std::uint32_t at) { return reference_final_rounds(s, p, at); },
+                            .eval_threads = s.threads_value(), .checkpoint_dir = s.checkpoint_dir(),
                             .checkpoint_every = s.checkpoint_every, .resume_dir = s.resume.value_or(""),
                             .resume_round = s.resume_round, .start = start,
                             .eval_reduction = s.eval_reduce_value() == "allreduce" ? eval_reduction::allreduce

@@ -178,6 +178,9 @@ struct run_spec {
   double momentum = 0.9;                   ///< --momentum
   bool nesterov = false;                   ///< --nesterov
   double weight_decay = 1e-4;              ///< --weight-decay
+  std::uint32_t local_steps = 1;           ///< --local-steps: H optimizer steps per communication round
+  std::optional<double> outer_lr;          ///< --outer-lr: the outer step's rate gamma_o, 1 (off)
+  std::optional<double> outer_momentum;    ///< --outer-momentum: the outer step's Nesterov beta, 0 (off)
   bool per_layer = false;                  ///< --per-layer: top-K per layer
   std::optional<double> consensus_step;    ///< --consensus-step: CHOCO's gamma_c, 0.5
   std::string data = default_fashion_mnist_path;  ///< --data: the Fashion-MNIST directory
@@ -186,6 +189,8 @@ struct run_spec {
   std::uint32_t eval_every = 0;            ///< --eval-every: rounds between evaluations (0: about 10 a run)
   std::size_t eval_samples = 2000;         ///< --eval-samples: test images of periodic evaluations
   std::optional<std::string> eval_reduce;  ///< --eval-reduce: ordered or allreduce (MPI only), ordered
+  std::uint32_t eval_average_every = 0;    ///< --eval-average-every: rounds between averaged-model evaluations (0: at the end)
+  std::optional<double> target_accuracy;   ///< --target-accuracy: stop once the node-mean accuracy reaches it
   std::optional<std::string> precision;    ///< --precision: fp32 or int8, fp32
   std::optional<unsigned> bits;            ///< --bits: 4 to 16 (0 or 32: full precision)
   std::optional<std::string> staleness;    ///< --staleness: 0, N or inf, 0
@@ -244,7 +249,8 @@ struct run_spec {
                  .lo_open = true}, s.lr);
     f(field_info{.option = "lr-schedule", .help = "step (x0.1 for the last quarter), cosine or constant",
                  .choices = "step,cosine,constant"}, s.lr_schedule);
-    f(field_info{.option = "warmup", .help = "rounds of linear learning-rate warm-up"}, s.warmup);
+    f(field_info{.option = "warmup", .help = "local steps of linear learning-rate warm-up (rounds when --local-steps is 1)"},
+      s.warmup);
     f(field_info{.option = "skew", .help = "label skew in [0, 1] (Hsieh et al.)", .lo = 0, .hi = 1, .shown_default = "0.8"},
       s.skew);
     f(field_info{.option = "dirichlet", .help = "Dirichlet(alpha) label partition instead of --skew", .lo = 0, .hi = inf,
@@ -252,6 +258,15 @@ struct run_spec {
     f(field_info{.option = "momentum", .help = "SGD momentum on the numerator", .lo = 0, .hi = 0.999}, s.momentum);
     f(field_info{.option = "nesterov", .help = "Nesterov momentum"}, s.nesterov);
     f(field_info{.option = "weight-decay", .help = "L2 weight decay", .lo = 0, .hi = inf}, s.weight_decay);
+    f(field_info{.option = "local-steps", .help = "H: optimizer steps each node takes between two communications (a "
+                 "round uses H minibatches; --epochs, the learning-rate schedule and --warmup count local steps)",
+                 .lo = 1, .hi = 10000, .omit_if = "1"}, s.local_steps);
+    f(field_info{.option = "outer-lr", .help = "the outer step's rate gamma_o > 0 on each round's de-biased change before it "
+                 "is pushed (1 with --outer-momentum 0: no outer step)", .lo = 0, .hi = 10, .lo_open = true,
+                 .omit_if = "1", .shown_default = "1"}, s.outer_lr);
+    f(field_info{.option = "outer-momentum", .help = "the outer step's Nesterov momentum beta in [0, 1) on each round's "
+                 "de-biased change (DiLoCo's outer step, applied before the push)", .lo = 0, .hi = 1, .hi_open = true,
+                 .omit_if = "0", .shown_default = "0"}, s.outer_momentum);
     f(field_info{.option = "per-layer", .gossip = true, .help = "top-K per layer (the same fraction of every layer) instead of global"},
       s.per_layer);
     f(field_info{.option = "consensus-step", .gossip = true, .help = "CHOCO gamma_c in (0, 1]", .lo = 0, .hi = 1, .lo_open = true,
@@ -270,6 +285,13 @@ struct run_spec {
                  "double: a few times fewer bytes on a slow link; the averaged model's and the divergence's last bits then "
                  "depend on the rank count); --transport mpi only", .choices = "ordered,allreduce", .omit_if = "ordered",
                  .shown_default = "ordered"}, s.eval_reduce);
+    f(field_info{.option = "eval-average-every", .help = "rounds between evaluations of the averaged model and the "
+                 "divergence, which sum the models over the nodes (0: only at the end); the other evaluations test each "
+                 "node's own model and move scalars only", .omit_if = "0"}, s.eval_average_every);
+    f(field_info{.option = "target-accuracy", .help = "stop training at the first evaluation whose node-mean accuracy "
+                 "reaches this fraction in (0, 1], then run what the algorithm owes (SCSP's final rounds); the summary "
+                 "reports the time, rounds, bytes and samples to it", .role = r::ranks, .lo = 0, .hi = 1, .lo_open = true,
+                 .omit_if = "none"}, s.target_accuracy);
     f(field_info{.option = "precision", .help = "fp32, or int8: weights, activations and gradients at 8 bits (simulated)",
                  .key = "-", .choices = "fp32,int8", .shown_default = "fp32"}, s.precision);
     f(field_info{.option = "bits", .help = "simulated training precision, 4 to 16 bits (0 or 32: full precision)",
@@ -363,6 +385,10 @@ struct run_spec {
   double drop_value() const { return drop_probability.value_or(0); }
   std::string loss_recovery_value() const { return loss_recovery.value_or("ack"); }
   std::string eval_reduce_value() const { return eval_reduce.value_or("ordered"); }
+  double outer_lr_value() const { return outer_lr.value_or(1.0); }
+  double outer_momentum_value() const { return outer_momentum.value_or(0.0); }
+  /// Whether rounds take an outer step (--outer-lr other than 1, or --outer-momentum above 0).
+  bool outer_step() const { return outer_lr_value() != 1.0 || outer_momentum_value() != 0.0; }
   /// The training precision in bits: 0 is full precision (--bits 32 too; --precision int8 is 8).
   unsigned bits_value() const {
     if (bits) return *bits == 32 ? 0 : *bits;
@@ -481,6 +507,7 @@ struct run_spec {
     if (o == "bits") return std::to_string(bits_value());
     if (o == "staleness") return to_string(policy());
     if (o == "max-delay") return std::to_string(max_delay_value());
+    if (o == "target-accuracy") return target_accuracy ? run_settings::exact(*target_accuracy) : "none";
     if constexpr (std::is_same_v<M, std::vector<std::string>>) {
       std::string out;
       for (const auto& x : member) out += (out.empty() ? "" : ",") + x;

@@ -1,7 +1,10 @@
 // sparsepush/train/trainer.hpp: the training driver, for one process or every rank of a run.
 // Round t at every node this process runs: p_i = step(xh_i) on the algorithm's threads (the
-// user's backend: a minibatch gradient and its optimizer), then alg.round(t, p, lr(t)); every
-// `eval_every` rounds and after the last, the metrics of evaluate.hpp over every node; every
+// user's backend: a minibatch gradient and its optimizer), then alg.round(t, p, lr(t)); with H
+// local steps, H such steps land on a copy of the numerator, an optional outer step follows, and
+// the round pushes their sum (ALGORITHMS.md, "Local steps and an outer step"). Every `eval_every`
+// rounds each node's own model is tested (scalars travel), and every `eval_average_every` rounds
+// and after the last also the averaged model and the divergence (evaluate.hpp); every
 // `checkpoint_every` rounds a checkpoint that resume continues bit for bit (a resumed run's
 // train_result is the uninterrupted run's in every field but resumed_at, the times and
 // state_bytes_per_node, the capacity of buffers that grow with the rounds run). What a
@@ -51,6 +54,13 @@ class trainer {
       : group_(&group), settings_(std::move(settings)), opt_(std::move(opt)), be_(std::move(backend)),
         cb_(std::move(cb)) {
     if (opt_.rounds == 0) throw config_error("a run needs at least one round");
+    if (opt_.local_steps == 0) throw config_error("trainer: local_steps must be at least 1");
+    if (!(opt_.outer_lr > 0) || !std::isfinite(opt_.outer_lr))
+      throw config_error("trainer: outer_lr must be a finite number > 0, got " + std::to_string(opt_.outer_lr));
+    if (!(opt_.outer_momentum >= 0 && opt_.outer_momentum < 1))
+      throw config_error("trainer: outer_momentum must be in [0, 1), got " + std::to_string(opt_.outer_momentum));
+    if (opt_.target_accuracy && !(*opt_.target_accuracy > 0 && *opt_.target_accuracy <= 1))
+      throw config_error("trainer: target_accuracy must be in (0, 1], got " + std::to_string(*opt_.target_accuracy));
     if (opt_.train_rounds == 0 || opt_.train_rounds > opt_.rounds) opt_.train_rounds = opt_.rounds;
     if (!opt_.lr) throw config_error("trainer: no learning-rate schedule (trainer_options::lr)");
     if (!be_.step || !be_.direction || !be_.accuracy)
@@ -121,24 +131,36 @@ class trainer {
     st.rounds = opt_.rounds;
     if (steps_.size() != ln) steps_.assign(ln, 0);
     std::uint32_t first_round = res.resumed_at;
+    end_ = opt_.rounds;
+    if (opt_.eval_average_every) avg_mark_ = res.resumed_at / opt_.eval_average_every;
+    run_start_ = clock::now();
+    res.startup_seconds = std::chrono::duration<double>(run_start_ - opt_.start).count();
     // the asynchronous policy over several processes: training runs on the global step budget,
     // each process at its own pace; the rounds after it (SCSP's final gossip) continue below
     if (asynchronous(alg) && group_->ranks() > 1 && res.resumed_at < opt_.train_rounds) {
       run_asynchronous(alg, res, st, ckpt_prev);
       first_round = opt_.train_rounds;
     }
-    for (std::uint32_t t = first_round; t < opt_.rounds && !res.diverged; ++t) {
+    for (std::uint32_t t = first_round; t < end_ && !res.diverged; ++t) {
       if (t == opt_.train_rounds) {  // the first round without local step
         if (be_.training_ended) be_.training_ended();
         bytes_at_training_end_ = detail::sum(*group_, alg.bytes_sent(), "the sum of the bytes sent before the final rounds");
       }
       const auto r0 = clock::now();
-      step(alg, t + round_offset_, t, opt_.lr(std::min(t, opt_.train_rounds - 1)));
+      step(alg, t + round_offset_, t, std::min(t, opt_.train_rounds - 1));
       train_seconds_ += std::chrono::duration<double>(clock::now() - r0).count();
-      const bool last = t + 1 == opt_.rounds;
-      const bool evaluates = (t + 1) % opt_.eval_every == 0 || last;
-      const bool checkpoints = !opt_.checkpoint_dir.empty() && (t + 1) % opt_.checkpoint_every == 0 && t + 1 < opt_.rounds;
+      const bool last = t + 1 == end_;
+      const bool evaluates = (t + 1) % opt_.eval_every == 0 || last ||
+                             (opt_.eval_average_every && (t + 1) % opt_.eval_average_every == 0);
+      // after a target stopped training, the final rounds take no checkpoint (a resume would not
+      // know where they started)
+      const bool checkpoints = !opt_.checkpoint_dir.empty() && (t + 1) % opt_.checkpoint_every == 0 && t + 1 < end_ &&
+                               !target_stopped_;
       if (!after_round(alg, t, evaluates, checkpoints, last, st, res, ckpt_prev)) break;
+      if (target_stop_pending_) {  // the target is reached: what the algorithm owes at the end follows
+        stop_training(alg, t + 1 + round_offset_, st, res);
+        t = opt_.train_rounds - 1;
+      }
     }
     if (!res.diverged) drain(alg);  // the end: nothing in flight
     group_->finish();
@@ -163,6 +185,9 @@ class trainer {
     res.state_bytes_per_node = alg.state_bytes(0);
     res.train_seconds = train_seconds_;
     res.eval_seconds = eval_seconds_;
+    res.final_eval_seconds = final_eval_seconds_;
+    res.eval_bytes = eval_bytes_;
+    res.final_eval_bytes = final_eval_bytes_;
     gather_pace(alg, res);
     return res;
   }
@@ -197,26 +222,25 @@ class trainer {
     st.loss_known = group_->ranks() == 1 || evaluates || checkpoints;
     if (!st.loss_known && !have_first_ && first_losses_.empty()) first_losses_ = last_loss_;
     if (st.loss_known) st.loss = gathered_loss();
-    st.round = t + 1;
+    // after a target stopped training the phase rounds run ahead of the rounds run
+    res.rounds_done = target_stopped_ ? t + 1 + round_offset_ : t + 1;
+    st.round = res.rounds_done;
+    st.training = t < opt_.train_rounds;
     st.first_loss = first_loss_;  // 0 until known
     st.evaluated = false;
     st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
-    res.rounds_done = t + 1;
     if (stopped(st, res)) return false;  // a diverged loss stops the run before its evaluation
     if (evaluates) {
-      st.evaluated = true;
-      const auto e0 = clock::now();
-      drain(alg);  // the averaged model and the divergence of exact sums
-      st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
-                            [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); },
-                            opt_.eval_reduction);
-      eval_seconds_ += std::chrono::duration<double>(clock::now() - e0).count();
-      st.report = detail::report_over(alg, t, st.eval.parameter_divergence, *group_);
-      st.bytes_now = st.report.bytes_sent;
+      // each node's own model every time; the averaged model and the divergence (the sum of the
+      // models, after a drain under a waiting policy) at the last evaluation and when asked
+      const bool averaged = last || (opt_.eval_average_every && (t + 1) / opt_.eval_average_every > avg_mark_);
+      if (averaged && opt_.eval_average_every) avg_mark_ = (t + 1) / opt_.eval_average_every;
+      evaluate_now(alg, t, last, averaged, st);
     } else if (group_->ranks() == 1) {
       st.bytes_now = alg.bytes_sent();
     }
     if (st.evaluated && stopped(st, res)) return false;
+    if (st.evaluated) check_target(t, st, res);
     st.wall_seconds = std::chrono::duration<double>(clock::now() - opt_.start).count();
     if (cb_.progress) cb_.progress(st);
     if (checkpoints) {
@@ -227,6 +251,64 @@ class trainer {
     return true;
   }
 
+  /// Evaluate after phase round t (collective): every node's model, and with `averaged` the
+  /// averaged model and the divergence, whose sums need every envelope mixed first. The time and
+  /// the bytes go to the last evaluation's counters or to the others'.
+  template <class A>
+  void evaluate_now(A& alg, std::uint32_t t, bool last, bool averaged, round_status& st) {
+    using clock = run_clock;
+    st.evaluated = true;
+    const auto e0 = clock::now();
+    if (averaged) drain(alg);  // the averaged model and the divergence of exact sums
+    st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
+                          [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); },
+                          opt_.eval_reduction, averaged);
+    st.report = detail::report_over(alg, t, st.eval.parameter_divergence, *group_);
+    st.bytes_now = st.report.bytes_sent;
+    const double took = std::chrono::duration<double>(clock::now() - e0).count();
+    const std::uint64_t moved = evaluation_payload(static_cast<std::size_t>(group_->ranks()), group_->total_nodes(),
+                                                   alg.dim(), sizeof(T), averaged, opt_.eval_reduction);
+    (last ? final_eval_seconds_ : eval_seconds_) += took;
+    (last ? final_eval_bytes_ : eval_bytes_) += moved;
+  }
+
+  /// After an evaluation of phase round t: the first one whose node-mean accuracy reaches the
+  /// target is recorded, and during training (before its last round) stops it.
+  void check_target(std::uint32_t t, const round_status& st, train_result& res) {
+    if (!opt_.target_accuracy || res.target || !(st.eval.avg_node_accuracy >= *opt_.target_accuracy)) return;
+    std::uint64_t mine = 0;
+    for (const auto v : steps_) mine += v;
+    train_result::target_reached hit;
+    hit.accuracy = st.eval.avg_node_accuracy;
+    hit.rounds = res.rounds_done;
+    hit.bytes = st.report.bytes_sent;
+    hit.local_steps = detail::sum(*group_, mine, "the sum of the local steps (the target is reached)");
+    hit.seconds = std::chrono::duration<double>(run_clock::now() - run_start_).count();
+    hit.train_seconds = train_seconds_;
+    hit.eval_seconds = eval_seconds_;
+    res.target = hit;
+    if (t + 1 < opt_.train_rounds) target_stop_pending_ = true;
+  }
+
+  /// Training stops before its planned end (the target is reached); the rounds without local
+  /// step start at schedule round `next`: as many as final_rounds_from says there (the plan's
+  /// count without it). With none, the last evaluation runs now.
+  template <class A>
+  void stop_training(A& alg, std::uint32_t next, round_status& st, train_result& res) {
+    target_stop_pending_ = false;
+    target_stopped_ = true;
+    const std::uint32_t k = opt_.final_rounds_from ? opt_.final_rounds_from(next) : opt_.rounds - opt_.train_rounds;
+    round_offset_ = next - opt_.train_rounds;  // modulo 2^32: the schedule's round of phase round train_rounds
+    end_ = opt_.train_rounds + k;
+    if (k > 0) return;
+    drain(alg);
+    if (be_.training_ended) be_.training_ended();
+    evaluate_now(alg, opt_.train_rounds - 1, true, true, st);
+    st.wall_seconds = std::chrono::duration<double>(run_clock::now() - opt_.start).count();
+    stopped(st, res);
+    if (cb_.progress) cb_.progress(st);
+  }
+
   /// The asynchronous policy over several processes (asynchronous.hpp): training on the global
   /// step budget, each process at its own pace, meeting the others at evaluations and
   /// checkpoints. Afterwards every node continues at the same round (common_round) for the
@@ -235,28 +317,32 @@ class trainer {
   void run_asynchronous(A& alg, train_result& res, round_status& st, std::uint32_t& ckpt_prev) {
     using clock = run_clock;
     std::uint64_t mine = 0;
-    for (const auto s : steps_) mine += s;
+    for (const auto s : steps_) mine += s / opt_.local_steps;  // node-rounds
     std::uint32_t t = res.resumed_at > 0 ? async_round_ : 0;
     const bool spent = detail::run_asynchronous(
         *group_, opt_, res.resumed_at, mine, t,
         [&](std::uint32_t round, std::uint32_t phase) {
           const auto r0 = clock::now();
-          step(alg, round, phase, opt_.lr(phase));
+          step(alg, round, phase, phase);
           train_seconds_ += std::chrono::duration<double>(clock::now() - r0).count();
         },
         [&](std::uint32_t next, std::uint32_t mark, bool evaluates, bool checkpoints, bool last) {
           async_round_ = next;
-          drain(alg);  // also for a checkpoint alone: the status is the same on every process
-          return after_round(alg, mark, evaluates, checkpoints, last, st, res, ckpt_prev);
+          // no drain here: an evaluation of each node's own model needs none (the nodes stay
+          // asynchronous through it); the averaged model's and a checkpoint's drain their own
+          return after_round(alg, mark, evaluates, checkpoints, last, st, res, ckpt_prev) && !target_stop_pending_;
         });
-    if (!spent) return;
+    if (!spent && !target_stop_pending_) return;
     async_round_ = t;
     // the rounds after training continue where every node can: the first round none has posted
+    drain(alg);
+    std::uint32_t at = t;
     if constexpr (requires { alg.continue_at(0u); }) {
-      const std::uint32_t at = alg.common_round();
+      at = alg.common_round();
       alg.continue_at(at);
       round_offset_ = at - opt_.train_rounds;
     }
+    if (target_stop_pending_) stop_training(alg, at, st, res);
   }
 
   /// Every node's step count, the largest staleness and each process's receive time, gathered.
@@ -341,22 +427,28 @@ class trainer {
   }
 
   /// Round t (the schedule's round) of phase round `phase` (they differ only after asynchronous
-  /// training): p_i at every node this process runs (on the algorithm's threads), then the round.
-  /// Deferred rounds after training wait for every envelope (wait_all): a node must not run the
-  /// final gossip ahead of its peers.
+  /// training or a target's stop), whose local steps follow the learning rate of round
+  /// `lr_round`'s: p_i at every node this process runs (on the algorithm's threads), then the
+  /// round. Deferred rounds after training wait for every envelope (wait_all): a node must not
+  /// run the final gossip ahead of its peers.
   template <class A>
-  void step(A& alg, std::uint32_t t, std::uint32_t phase, double gamma) {
-    auto round = [&](std::span<const std::span<const T>> dirs) {
+  void step(A& alg, std::uint32_t t, std::uint32_t phase, std::uint32_t lr_round) {
+    auto round = [&](std::span<const std::span<const T>> dirs, double gamma) {
       if constexpr (requires { alg.round(t, dirs, gamma, phase, true); })
         alg.round(t, dirs, gamma, phase, deferred(alg) && phase >= opt_.train_rounds);
       else
         alg.round(t, dirs, gamma);
     };
     if (!alg.trains(phase)) {
-      round(std::span<const std::span<const T>>());
+      round(std::span<const std::span<const T>>(), 0.0);
       return;
     }
-    for (auto& s : steps_) ++s;
+    for (auto& s : steps_) s += opt_.local_steps;
+    if (opt_.local_steps > 1 || outer_step()) {
+      local_steps(alg, t, lr_round);
+      round(std::span<const std::span<const T>>(views_), 1.0);
+      return;
+    }
     const std::size_t d = alg.dim();
     if (xh_.size() < alg.workers()) xh_.resize(alg.workers());
     const std::uint32_t first = group_->first_node();
@@ -369,7 +461,74 @@ class trainer {
     views_.clear();
     for (std::size_t li = 0; li < alg.num_nodes(); ++li)
       views_.emplace_back(be_.direction(static_cast<std::uint32_t>(first + li)));
-    round(std::span<const std::span<const T>>(views_));
+    round(std::span<const std::span<const T>>(views_), opt_.lr(lr_round));
+  }
+
+  bool outer_step() const noexcept { return opt_.outer_lr != 1.0 || opt_.outer_momentum != 0.0; }
+
+  /// Node i's push-sum numerator x_i into out (the model itself where the algorithm keeps no
+  /// weight), and its weight u_i (1 there).
+  template <class A>
+  static double numerator(const A& alg, std::size_t li, std::span<T> out) {
+    if constexpr (requires { alg.group().node(li).x(); alg.group().node(li).u(); }) {
+      const auto& node = alg.group().node(li);
+      const auto x = std::span<const T>(node.x());
+      std::copy(x.begin(), x.end(), out.begin());
+      return node.u();
+    } else {
+      alg.model(li, out);
+      return 1.0;
+    }
+  }
+
+  /// Round t's H local steps and outer step at every node this process runs (ALGORITHMS.md,
+  /// "Local steps and an outer step"), on a copy w_i of the numerator x_i (u_i does not change
+  /// before the mix): for h < H, p = step(w_i / u_i), w_i -= gamma_h p with gamma_h the rate of
+  /// local step lr_round H + h; then, with an outer step, p_o = zs_i - w_i / u_i (zs_i = x_i / u_i,
+  /// the round's start), m_i <- beta m_i + p_o, w_i <- u_i (zs_i - gamma_o (p_o + beta m_i)).
+  /// The round then takes x_i - w_i as its direction with gamma 1 (x_i' = w_i): views_ holds them.
+  template <class A>
+  void local_steps(A& alg, std::uint32_t t, std::uint32_t lr_round) {
+    const std::size_t d = alg.dim(), ln = alg.num_nodes();
+    const std::uint32_t H = opt_.local_steps, first = group_->first_node();
+    if (work_.size() != ln) work_.assign(ln, std::vector<T>(d));
+    if (opt_.outer_momentum > 0 && outer_m_.size() != ln) outer_m_.assign(ln, std::vector<T>(d, T(0)));
+    if (xh_.size() < alg.workers()) xh_.resize(alg.workers());
+    const double beta = opt_.outer_momentum, go = opt_.outer_lr;
+    alg.for_each_node([&](std::size_t li, std::size_t w) {
+      auto& cur = xh_[w];
+      if (cur.size() != d) cur.resize(d);
+      std::vector<T>& xw = work_[li];
+      const double u = numerator(alg, li, std::span<T>(xw));
+      const auto node = static_cast<std::uint32_t>(first + li);
+      const std::span<T> dir = be_.direction(node);
+      double loss = 0;
+      for (std::uint32_t h = 0; h < H; ++h) {
+        if (u == 1.0) std::copy(xw.begin(), xw.end(), cur.begin());
+        else debias<T>(std::span<const T>(xw), u, std::span<T>(cur));
+        loss += be_.step(w, node, t * H + h, cur, dir);
+        const T g = static_cast<T>(opt_.lr(lr_round * H + h));
+        for (std::size_t j = 0; j < d; ++j) xw[j] -= g * dir[j];
+      }
+      last_loss_[li] = loss / H;
+      if (outer_step()) {
+        alg.model(li, std::span<T>(cur));  // zs_i: the round's start, de-biased (x_i is unchanged)
+        T* m = outer_m_.empty() ? nullptr : outer_m_[li].data();
+        for (std::size_t j = 0; j < d; ++j) {
+          const double zs = static_cast<double>(cur[j]);
+          const double po = zs - static_cast<double>(xw[j]) / u;
+          double mj = 0;
+          if (m) {
+            mj = beta * static_cast<double>(m[j]) + po;
+            m[j] = static_cast<T>(mj);
+          }
+          xw[j] = static_cast<T>(u * (zs - go * (po + beta * mj)));
+        }
+      }
+      numerator(alg, li, std::span<T>(cur));  // the direction x_i - w_i
+      for (std::size_t j = 0; j < d; ++j) xw[j] = cur[j] - xw[j];
+    });
+    views_.assign(work_.begin(), work_.end());
   }
 
   /// This process's nodes after round next - 1: the trainer's own state, the backend's, the
@@ -386,6 +545,10 @@ class trainer {
     if (be_.save) be_.save(w);
     alg.save(w);
     if (deferred(alg)) detail::write_async_section(w, {async_round_, round_offset_, steps_});
+    w.section("LOCL");  // the evaluations' bytes so far, and the outer step's momentum
+    w.u64(eval_bytes_);
+    w.u32(static_cast<std::uint32_t>(outer_m_.size()));
+    for (const auto& m : outer_m_) w.values(std::span<const T>(m));
     write_file_atomic(dir.rank_file(next, group_->rank()), w.finish());
     group_->agree("checkpoint round " + std::to_string(next));  // every rank's file is written
     if (group_->rank() == 0)
@@ -439,8 +602,26 @@ class trainer {
     detail::async_section pace{round, 0,
                                std::vector<std::uint64_t>(group_->local_nodes(), std::min(round, opt_.train_rounds))};
     if (deferred(alg)) detail::read_async_section(r, pace);
+    std::uint64_t eval_bytes = 0;
+    std::vector<std::vector<T>> outer_m;
+    if (r.next_tag() == "LOCL") {  // absent from the checkpoints of 0.5 and before
+      r.section("LOCL");
+      eval_bytes = r.u64("the evaluations' bytes");
+      const std::uint32_t kept = r.u32("the outer momentum's node count");
+      if (kept != 0 && kept != group_->local_nodes())
+        r.fail("holds the outer momentum of " + std::to_string(kept) + " nodes; this process runs " +
+               std::to_string(group_->local_nodes()));
+      for (std::uint32_t k = 0; k < kept; ++k) outer_m.push_back(r.values<T>("outer momentum", alg.dim()));
+      for (const auto& m : outer_m)
+        if (m.size() != alg.dim())
+          r.fail("holds an outer momentum of " + std::to_string(m.size()) + " elements for a model of " +
+                 std::to_string(alg.dim()));
+    }
     r.done();
-    return [this, round, saved = std::move(saved), apply_backend = std::move(apply_backend), pace = std::move(pace)] {
+    return [this, round, saved = std::move(saved), apply_backend = std::move(apply_backend), pace = std::move(pace),
+            eval_bytes, outer_m = std::move(outer_m)]() mutable {
+      eval_bytes_ = eval_bytes;
+      outer_m_ = std::move(outer_m);
       steps_ = pace.steps;
       async_round_ = pace.next_round;
       round_offset_ = pace.round_offset;
@@ -475,6 +656,15 @@ class trainer {
   std::uint32_t async_round_ = 0;         ///< asynchronous training: this process's next round
   std::uint32_t round_offset_ = 0;        ///< the schedule's round - the phase round (after asynchronous training)
   std::vector<std::vector<T>> xh_;        ///< xh_i, one per worker thread
+  std::vector<std::vector<T>> work_;      ///< local steps: each node's stepped numerator, then its direction
+  std::vector<std::vector<T>> outer_m_;   ///< the outer step's momentum m_i per node (outer_momentum > 0)
+  double final_eval_seconds_ = 0.0;
+  std::uint64_t eval_bytes_ = 0, final_eval_bytes_ = 0;
+  std::uint32_t end_ = 0;                 ///< the phase round the run ends at (earlier after a target's stop)
+  std::uint32_t avg_mark_ = 0;            ///< rounds / eval_average_every at the last averaged evaluation
+  run_clock::time_point run_start_{};     ///< the first round's start
+  bool target_stop_pending_ = false;      ///< the target was reached: training stops after this round
+  bool target_stopped_ = false;           ///< training stopped early: the phase rounds run ahead
   std::vector<std::span<const T>> views_;  ///< the directions handed to the round
 };
 

@@ -25,8 +25,9 @@ inline namespace v0 {
 /// The user's side of training, for the nodes this process runs (node indices are the run's).
 template <tensor_element T>
 struct local_training {
-  /// Write node `node`'s direction p_i for round `round` at `model` into `direction` and return
-  /// the minibatch loss. `worker` in [0, alg.workers()) names the calling thread: scratch kept
+  /// Write node `node`'s direction p_i for local step `round` at `model` into `direction` and
+  /// return the minibatch loss (`round` is the round when each round takes one local step; with H
+  /// local steps a round's steps are t H to t H + H - 1). `worker` in [0, alg.workers()) names the calling thread: scratch kept
   /// per worker needs no lock. Called concurrently for different nodes.
   std::function<double(std::size_t worker, std::uint32_t node, std::uint32_t round, std::span<const T> model,
                        std::span<T> direction)>
@@ -56,8 +57,25 @@ struct local_training {
 struct trainer_options {
   std::uint32_t rounds = 0;          ///< rounds of the run
   std::uint32_t train_rounds = 0;    ///< rounds that may take a local step (0: all of them)
-  std::function<double(std::uint32_t)> lr;  ///< learning rate of round t
+  /// learning rate of local step s (round t's steps are t H ... t H + H - 1; with H = 1, round t's)
+  std::function<double(std::uint32_t)> lr;
+  /// H >= 1: local steps each node takes in a training round before it communicates (ALGORITHMS:
+  /// "Local steps and an outer step"); 1 is the plain round, bit for bit
+  std::uint32_t local_steps = 1;
+  /// The outer step on each round's de-biased change before the push: rate gamma_o > 0 and
+  /// Nesterov momentum beta in [0, 1); gamma_o = 1 with beta = 0 is no outer step
+  double outer_lr = 1.0, outer_momentum = 0.0;
   std::uint32_t eval_every = 0;      ///< rounds between evaluations (0: about 10 a run)
+  /// rounds between evaluations that also measure the averaged model and the divergence (which
+  /// sum the models over the nodes, and under a waiting policy first mix what is in flight); 0:
+  /// only the last evaluation. The others test each node's own model and move scalars only.
+  std::uint32_t eval_average_every = 0;
+  /// Stop training at the first evaluation whose node-mean accuracy reaches this, then run the
+  /// rounds the algorithm owes at the end (final_rounds_from) and a last evaluation.
+  std::optional<double> target_accuracy;
+  /// After a target stopped training: how many rounds without local step follow when they start
+  /// at schedule round `round` (empty: rounds - train_rounds, as planned).
+  std::function<std::uint32_t(std::uint32_t round)> final_rounds_from;
   std::size_t eval_threads = 1;      ///< threads that test models
   std::string checkpoint_dir;        ///< checkpoints go there (empty: none)
   std::uint32_t checkpoint_every = 0;  ///< rounds between checkpoints (0: at every evaluation)
@@ -90,7 +108,10 @@ struct round_status {
   /// `loss` is this round's mean over every node: every round in one process; over more than one
   /// process, at evaluations and checkpoints only
   bool loss_known = false;
+  bool training = true;         ///< this round was one of training (false: a round without local step after it)
   bool evaluated = false;       ///< the metrics below are from this round
+  /// this round's evaluation measured the averaged model and the divergence (eval.averaged); when
+  /// it did not, eval's node accuracy is this round's and the two others are NaN
   evaluation eval;
   round_report report;          ///< bytes over every process (at the last evaluation)
   std::size_t bytes_now = 0;    ///< bytes sent so far (this process's, between evaluations under MPI)
@@ -133,10 +154,29 @@ struct train_result {
   /// depends on the rounds this process ran (not carried over a resume, as the times)
   std::size_t state_bytes_per_node = 0;
   double train_seconds = 0.0;         ///< inside rounds (carried over a resume)
-  double eval_seconds = 0.0;          ///< inside evaluations (carried over a resume)
+  double eval_seconds = 0.0;          ///< inside evaluations but the last (carried over a resume)
+  double final_eval_seconds = 0.0;    ///< inside the last evaluation
+  /// from trainer_options::start to the first round (setting up, a resume's checkpoint)
+  double startup_seconds = 0.0;
+  /// what the evaluations but the last moved between the processes (evaluation_payload; carried
+  /// over a resume); 0 in one process
+  std::uint64_t eval_bytes = 0;
+  std::uint64_t final_eval_bytes = 0;  ///< what the last evaluation moved
+  /// The first evaluation that reached trainer_options::target_accuracy (none: not asked, or not
+  /// reached; a resumed run reports it only when it reached it after the resume)
+  struct target_reached {
+    double accuracy = 0.0;            ///< its node-mean accuracy
+    std::uint32_t rounds = 0;         ///< rounds run until it
+    std::uint64_t bytes = 0;          ///< bytes sent by every node until it
+    std::uint64_t local_steps = 0;    ///< local steps of every node together until it
+    double seconds = 0.0;             ///< wall seconds from the first round to its end (training and evaluations)
+    double train_seconds = 0.0, eval_seconds = 0.0;  ///< of which inside rounds, inside evaluations
+  };
+  std::optional<target_reached> target;
   /// Every node's count of local steps, in node order (carried over a resume). Lockstep: the
   /// training rounds; the asynchronous policy over several processes: each node's own count,
-  /// which together make n x the training rounds (the global step budget) or a little more.
+  /// which together make at most n x the training rounds x H (the global step budget) and less by
+  /// under one round of every node.
   std::vector<std::uint64_t> steps_per_node;
   /// The largest staleness mixed by any node (receiver's round - sender's round; 0 in lockstep).
   std::uint32_t max_staleness = 0;
@@ -158,7 +198,8 @@ inline std::optional<std::string> default_divergence_guard(const round_status& s
   if (s.loss_known && (!std::isfinite(s.loss) || s.loss > 10 * s.first_loss + 10))
     return "training diverged at round " + std::to_string(s.round - 1) + " (mean loss " + g(s.loss) +
            ", started at " + g(s.first_loss) + ")";
-  if (s.evaluated && (!std::isfinite(s.report.parameter_divergence) || s.report.parameter_divergence > 1e6))
+  if (s.evaluated && s.eval.averaged &&
+      (!std::isfinite(s.report.parameter_divergence) || s.report.parameter_divergence > 1e6))
     return "node models drifted apart at round " + std::to_string(s.round - 1) + " (divergence " +
            g(s.report.parameter_divergence) + ")";
   return std::nullopt;
