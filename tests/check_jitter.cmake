@@ -1,7 +1,7 @@
 # sparsepush-train --jitter F: every local step takes U[1, F] times its compute time (a sleep), so
 # the summary is the plain run's, bit for bit, in every field that is not a time or a speed, its
 # "jitter" is F (null without it), and its time inside rounds is at least MIN_RATIO x the plain
-# run's (F = 2: 1.5 x on average).
+# run's (F = 4: 2.5 x on average in the steps).
 # Usage: cmake -DEXE=exe "-DARGS=a;b" -DJITTER=2 -DMIN_RATIO=1.2 -DWORK_DIR=dir -P check_jitter.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
