@@ -5,7 +5,8 @@
 // uninterrupted run's bits; CHOCO with local steps still reaches the optimum; evaluations that
 // test each node's own model leave an asynchronous run's bits and staleness as they were, and the
 // averaged model is measured only when asked; a target stops training at the first evaluation
-// that reaches it, in the uninterrupted run's state, and SCSP's final rounds still follow.
+// that reaches it, in the uninterrupted run's state, and SCSP's final rounds still follow; split
+// evaluations test node i on its share (every node, equal bits too) before the last evaluation only.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -345,4 +346,89 @@ TEST_CASE("target accuracy: training stops at the first evaluation that reaches 
   const auto r3 = t3.run(never);
   CHECK_FALSE(r3.target.has_value());
   CHECK(r3.rounds_done == 63);
+}
+
+namespace {
+/// The fixture's score on coordinates [node d / nodes, (node + 1) d / nodes) only: a test whose
+/// answer depends on which share a node was given.
+double share_score(std::uint32_t node, std::size_t nodes, std::span<const double> m) {
+  const std::size_t lo = node * tf::dim / nodes, hi = (node + 1) * tf::dim / nodes;
+  double s = 0.0;
+  for (std::size_t l = lo; l < hi; ++l) {
+    double mean = 0.0;
+    for (std::uint32_t i = 0; i < n; ++i) mean += tf::target(i, l);
+    mean /= double(n);
+    s += (m[l] - mean) * (m[l] - mean);
+  }
+  return 1.0 / (1.0 + std::sqrt(s)) + double(node);  // + node: a share's answer names the share
+}
+}  // namespace
+
+TEST_CASE("split evaluations: node i on its own share, every node tested even where the bits are equal",
+          "[local_steps][evaluate]") {
+  // identical initial models: a deduplicating evaluation would test one model once
+  std::vector<std::vector<double>> same(n, tf::initial(0));
+  sp::sparse_push<double> alg(same, sp::parse_schedule("time-varying-ring", n), sp::sgp_phases<sp::any_compressor>(),
+                              sp::sparse_push_options{.threads = 2, .seed = 7});
+  sp::single_process group(n);
+  std::vector<int> calls(n, 0);
+  const sp::share_accuracy_function<double> shares = [&](std::size_t, std::uint32_t i, std::span<const double> m) {
+    ++calls.at(i);
+    return share_score(i, n, m);
+  };
+  const sp::accuracy_function<double> whole = [](std::size_t, std::span<const double> m) { return tf::score(m, n); };
+  const auto ev = sp::evaluate<double>(alg, group, 1, whole, sp::eval_reduction::ordered, true, shares);
+  double expect = 0.0;
+  for (std::uint32_t i = 0; i < n; ++i) expect += share_score(i, n, tf::initial(0)) / double(n);
+  CHECK(ev.avg_node_accuracy == Approx(expect).epsilon(1e-14));
+  CHECK(calls == std::vector<int>(n, 1));
+  // the averaged model (node 0's bits here) is tested on the whole slice, not found among shares
+  CHECK(ev.averaged_model_accuracy == Approx(tf::score(tf::initial(0), n)).epsilon(1e-14));
+  // without shares, the equal bits are tested once
+  const auto plain = sp::evaluate<double>(alg, group, 1, whole, sp::eval_reduction::ordered, false);
+  CHECK(plain.avg_node_accuracy == Approx(tf::score(tf::initial(0), n)).epsilon(1e-14));
+}
+
+TEST_CASE("split evaluations: a trainer's evaluations before the last use the shares, the last does not, and the bits "
+          "stay", "[local_steps][evaluate]") {
+  auto make = [] {
+    return sp::sparse_push<double>(initial_models(), sp::parse_schedule("time-varying-ring", n),
+                                   sp::sparse_push_phases(sp::parse_compressor("top-k:0.25"), 0.2),
+                                   sp::sparse_push_options{.threads = 2, .seed = 7});
+  };
+  sp::single_process group(n);
+  auto plain = make(), split = make();
+  tf::backend b1(n, 0, n), b2(n, 0, n);
+  auto o = options(20, 1, 1.0, 0.0);
+  o.eval_every = 5;
+  auto o_split = o;
+  o_split.eval_split = true;
+  auto hooks = b2.hooks();
+  hooks.share_accuracy = [](std::size_t, std::uint32_t i, std::size_t nodes, std::span<const double> m) {
+    return share_score(i, nodes, m);
+  };
+  std::vector<double> got, expect;
+  sp::trainer_callbacks cb;
+  cb.progress = [&](const sp::round_status& st) {
+    if (!st.evaluated) return;
+    got.push_back(st.eval.avg_node_accuracy);
+    const auto m = models_of(split);
+    double e = 0.0;
+    for (std::uint32_t i = 0; i < n; ++i)
+      e += (st.round == 20 ? tf::score(m[i], n) : share_score(i, n, m[i])) / double(n);
+    expect.push_back(e);
+  };
+  sp::trainer<double, sp::single_process> tp(group, settings(), o, b1.hooks());
+  sp::trainer<double, sp::single_process> ts(group, settings(), o_split, hooks, cb);
+  const auto rp = tp.run(plain), rs = ts.run(split);
+  REQUIRE(got.size() == 4);
+  for (std::size_t k = 0; k < got.size(); ++k) CHECK(got[k] == Approx(expect[k]).epsilon(1e-13));
+  CHECK(got[0] > 1.0);  // the shares' answers (which carry + node), not the whole slice's (< 1)
+  CHECK(rs.eval.avg_node_accuracy == Approx(rp.eval.avg_node_accuracy).epsilon(1e-14));
+  CHECK(same_bits(models_of(plain), models_of(split)));
+  // a trainer asked to split without a share test refuses at construction
+  auto o_bad = o_split;
+  tf::backend b3(n, 0, n);
+  CHECK_THROWS_WITH((sp::trainer<double, sp::single_process>(group, settings(), o_bad, b3.hooks())),
+                    Catch::Contains("eval_split needs local_training::share_accuracy"));
 }

@@ -127,6 +127,27 @@ def test_a_target_stops_training_where_the_uninterrupted_run_first_reaches_it():
     assert never["rounds"] == full["rounds"] and never["avg_test_accuracy"] == full["avg_test_accuracy"]
 
 
+@needs_data
+def test_split_evaluations_change_the_periodic_estimates_only(tmp_path):
+    opts = dict(nodes=4, model="mlp", epochs=0.05, eval_every=4, eval_samples=201, final_eval_samples=200,
+                algorithm="sp", threads=1)
+    plain = sparsepush.train(log=str(tmp_path / "plain.csv"), **opts)
+    split = sparsepush.train(eval_split=True, log=str(tmp_path / "split.csv"), **opts)
+    assert plain["eval_split"] is False and split["eval_split"] is True
+    for key in ("avg_test_accuracy", "averaged_model_test_accuracy", "loss", "bytes_sent_total", "rounds"):
+        assert split[key] == plain[key], key  # training and the last evaluation are the plain run's
+
+    def accuracies(path):
+        rows = (path.read_text().splitlines())[1:]
+        return [float(r.split(",")[4]) for r in rows]
+    a, b = accuracies(tmp_path / "plain.csv"), accuracies(tmp_path / "split.csv")
+    assert len(a) == len(b) >= 3
+    assert a[-1] == b[-1]
+    assert a[:-1] != b[:-1]  # 201 images in shares of 50, 50, 50, 51 are not each model on all of them
+    with pytest.raises(sparsepush.ConfigError, match="at least one per node"):
+        sparsepush.train(eval_split=True, nodes=4, eval_samples=3)
+
+
 def test_unknown_keyword_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'eval_sample'.*did you mean 'eval_samples'"):
         sparsepush.train(eval_sample=100)

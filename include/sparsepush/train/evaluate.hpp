@@ -72,6 +72,11 @@ inline std::uint64_t evaluation_payload(std::size_t ranks, std::size_t nodes, st
 template <tensor_element T>
 using accuracy_function = std::function<double(std::size_t worker, std::span<const T> model)>;
 
+/// share_accuracy(worker, node, model): the accuracy of node `node`'s model (the run's index) on
+/// that node's share of the test images (see evaluate's `shares`).
+template <tensor_element T>
+using share_accuracy_function = std::function<double(std::size_t worker, std::uint32_t node, std::span<const T> model)>;
+
 namespace detail {
 /// Throw unless `alg` runs the nodes `group` places in this process (`where`: who asks).
 template <class A, process_group G>
@@ -175,16 +180,26 @@ round_report report_over(const A& alg, std::uint32_t round, double divergence, G
 ///
 /// With averaged = false only the nodes' own models are tested and only scalars travel: the
 /// averaged model and the divergence, which need the sum of the models, are left NaN.
+///
+/// With `shares` (not empty), node i's model is tested by shares(worker, i, model), on node i's
+/// own share of the test images, instead of by `accuracy`: every node is tested (equal bits test
+/// different images), and the node mean is then the accuracy over the union of the shares at
+/// 1/n of the work. The averaged model is still tested by `accuracy`.
 template <tensor_element T, class A, process_group G>
 evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_function<T>& accuracy,
-                    eval_reduction how = eval_reduction::ordered, bool averaged = true) {
+                    eval_reduction how = eval_reduction::ordered, bool averaged = true,
+                    const share_accuracy_function<T>& shares = {}) {
   detail::check_layout(alg, group, "evaluate");
   const std::size_t ln = alg.num_nodes(), d = alg.dim(), n = group.total_nodes();
+  const std::uint32_t first = group.first_node();
   auto hash = [](std::span<const T> m) { return detail::fnv1a(std::as_bytes(m)); };
-  // each distinct model once: same_as[i] is the first local node with node i's bits
+  // each distinct model once: same_as[i] is the first local node with node i's bits (with
+  // shares, every node is its own: the same bits meet different images)
   std::vector<std::size_t> same_as(ln), distinct;
   std::vector<std::uint64_t> hashes(ln);
-  {
+  if (shares) {
+    for (std::size_t i = 0; i < ln; ++i) same_as[i] = i, distinct.push_back(i);
+  } else {
     std::vector<T> m(d), other(d);
     for (std::size_t i = 0; i < ln; ++i) {
       alg.model(i, std::span<T>(m));
@@ -210,7 +225,7 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
         std::vector<T> m(d);
         for (std::size_t k = w; k < distinct.size(); k += workers) {
           alg.model(distinct[k], std::span<T>(m));
-          local_acc[distinct[k]] = accuracy(w, m);
+          local_acc[distinct[k]] = shares ? shares(w, first + static_cast<std::uint32_t>(distinct[k]), m) : accuracy(w, m);
         }
       });
   }
@@ -233,7 +248,7 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
     std::optional<double> known;
     const std::uint64_t h = hash(avg);
     std::vector<T> m(d);
-    for (const std::size_t j : distinct) {
+    for (const std::size_t j : shares ? std::vector<std::size_t>{} : distinct) {  // a share is not the slice
       if (hashes[j] != h) continue;
       alg.model(j, std::span<T>(m));
       if (std::memcmp(m.data(), avg.data(), d * sizeof(T)) == 0) {

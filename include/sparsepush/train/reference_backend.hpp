@@ -155,6 +155,17 @@ class reference_backend {
                                                      eval_ws_.at(w))) /
              static_cast<double>(samples);
     };
+    b.share_accuracy = [this](std::size_t w, std::uint32_t node, std::size_t nodes, std::span<const float> m) {
+      // node's share of the periodic slice: images [node S / n, (node + 1) S / n)
+      const std::size_t samples = std::min<std::size_t>(s_.eval_samples, fm_->test.count);
+      const std::size_t lo = node * samples / nodes, hi = (node + 1) * samples / nodes;
+      if (hi <= lo)
+        throw config_error("node " + std::to_string(node) + ": its share of " + std::to_string(samples) +
+                           " evaluation images among " + std::to_string(nodes) + " nodes is empty");
+      return static_cast<double>(net_->count_correct(m, fm_->test.pixels.data() + lo * in_,
+                                                     fm_->test.labels.data() + lo, hi - lo, eval_ws_.at(w))) /
+             static_cast<double>(hi - lo);
+    };
     b.save = [this](checkpoint_writer& w) {
       for (std::size_t li = 0; li < local_; ++li) {
         shards_[first_ + li].save(w);

@@ -190,6 +190,7 @@ struct run_spec {
   std::size_t eval_samples = 2000;         ///< --eval-samples: test images of periodic evaluations
   std::optional<std::string> eval_reduce;  ///< --eval-reduce: ordered or allreduce (MPI only), ordered
   std::uint32_t eval_average_every = 0;    ///< --eval-average-every: rounds between averaged-model evaluations (0: at the end)
+  bool eval_split = false;                 ///< --eval-split: before the last evaluation, node i tests its 1/n share
   std::optional<double> target_accuracy;   ///< --target-accuracy: stop once the node-mean accuracy reaches it
   std::optional<std::string> precision;    ///< --precision: fp32 or int8, fp32
   std::optional<unsigned> bits;            ///< --bits: 4 to 16 (0 or 32: full precision)
@@ -288,6 +289,9 @@ struct run_spec {
     f(field_info{.option = "eval-average-every", .help = "rounds between evaluations of the averaged model and the "
                  "divergence, which sum the models over the nodes (0: only at the end); the other evaluations test each "
                  "node's own model and move scalars only", .omit_if = "0"}, s.eval_average_every);
+    f(field_info{.option = "eval-split", .help = "evaluations before the last test node i's model on its own 1/n share of the "
+                 "--eval-samples images, not on all of them: the node-mean accuracy (and --target-accuracy) is then over all "
+                 "the images at 1/n of the work; the last evaluation tests every model on all", .omit_if = "0"}, s.eval_split);
     f(field_info{.option = "target-accuracy", .help = "stop training at the first evaluation whose node-mean accuracy "
                  "reaches this fraction in (0, 1], then run what the algorithm owes (SCSP's final rounds); the summary "
                  "reports the time, rounds, bytes and samples to it", .role = r::ranks, .lo = 0, .hi = 1, .lo_open = true,

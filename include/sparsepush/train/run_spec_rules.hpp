@@ -130,6 +130,10 @@ inline std::vector<std::string> run_spec::validate(int ranks) const {
   if (eval_reduce && !mpi())
     throw config_error("--eval-reduce: how an evaluation sums the models over MPI ranks; --transport inprocess runs every "
                        "node in one process, where it changes nothing (drop --eval-reduce " + *eval_reduce + ")");
+  if (eval_split && eval_samples < nodes)
+    throw config_error("--eval-split gives each of the " + std::to_string(nodes) + " nodes its share of the " +
+                       std::to_string(eval_samples) + " --eval-samples images: give at least one per node (--eval-samples >= " +
+                       std::to_string(nodes) + ")");
   if (plot && !log) throw config_error("--plot needs --log (the plot is drawn from the CSV log)");
   const any_compressor comp = parse_compressor(compressor_spec());  // a bad spec is a config_error now
   if (per_layer && !std::holds_alternative<top_k>(comp.get()))

@@ -65,6 +65,8 @@ class trainer {
     if (!opt_.lr) throw config_error("trainer: no learning-rate schedule (trainer_options::lr)");
     if (!be_.step || !be_.direction || !be_.accuracy)
       throw config_error("trainer: local_training needs step, direction and accuracy");
+    if (opt_.eval_split && !be_.share_accuracy)
+      throw config_error("trainer: eval_split needs local_training::share_accuracy (each node's test on its share)");
     if (opt_.eval_every == 0) opt_.eval_every = std::max<std::uint32_t>(1, opt_.rounds / 10);
     if (opt_.checkpoint_every == 0) opt_.checkpoint_every = opt_.eval_every;
     if (opt_.resume_round > 0 && opt_.resume_dir.empty())
@@ -260,9 +262,14 @@ class trainer {
     st.evaluated = true;
     const auto e0 = clock::now();
     if (averaged) drain(alg);  // the averaged model and the divergence of exact sums
+    share_accuracy_function<T> shares;  // before the last evaluation, each node on its share
+    if (opt_.eval_split && !last)
+      shares = [&](std::size_t w, std::uint32_t i, std::span<const T> m) {
+        return be_.share_accuracy(w, i, group_->total_nodes(), m);
+      };
     st.eval = evaluate<T>(alg, *group_, opt_.eval_threads,
                           [&](std::size_t w, std::span<const T> m) { return be_.accuracy(w, m, last); },
-                          opt_.eval_reduction, averaged);
+                          opt_.eval_reduction, averaged, shares);
     st.report = detail::report_over(alg, t, st.eval.parameter_divergence, *group_);
     st.bytes_now = st.report.bytes_sent;
     const double took = std::chrono::duration<double>(clock::now() - e0).count();

@@ -37,6 +37,10 @@ struct local_training {
   std::function<std::span<T>(std::uint32_t node)> direction;
   /// The test accuracy of a model; `final` marks the last evaluation of the run.
   std::function<double(std::size_t worker, std::span<const T> model, bool final)> accuracy;
+  /// The test accuracy of node `node`'s model on its share of the periodic evaluations' images
+  /// (share `node` of `nodes` nearly equal parts): needed only by trainer_options::eval_split.
+  std::function<double(std::size_t worker, std::uint32_t node, std::size_t nodes, std::span<const T> model)>
+      share_accuracy;
   /// Checkpoint the backend's state of this process's nodes (data order, optimizer).
   std::function<void(checkpoint_writer&)> save;
   /// Read what save wrote and check it, changing nothing; return what applies it.
@@ -70,6 +74,10 @@ struct trainer_options {
   /// sum the models over the nodes, and under a waiting policy first mix what is in flight); 0:
   /// only the last evaluation. The others test each node's own model and move scalars only.
   std::uint32_t eval_average_every = 0;
+  /// Evaluations before the last test node i's model on its own share (1/n) of the images, by
+  /// local_training::share_accuracy: the node mean is the accuracy over all of them, at 1/n of
+  /// the work. The last evaluation tests every model on all of them (false: every evaluation).
+  bool eval_split = false;
   /// Stop training at the first evaluation whose node-mean accuracy reaches this, then run the
   /// rounds the algorithm owes at the end (final_rounds_from) and a last evaluation.
   std::optional<double> target_accuracy;
