@@ -248,7 +248,8 @@ evaluation evaluate(const A& alg, G& group, std::size_t threads, const accuracy_
     std::optional<double> known;
     const std::uint64_t h = hash(avg);
     std::vector<T> m(d);
-    for (const std::size_t j : shares ? std::vector<std::size_t>{} : distinct) {  // a share is not the slice
+    for (const std::size_t j : distinct) {
+      if (shares) break;  // a node's accuracy is on its share, not on the averaged model's images
       if (hashes[j] != h) continue;
       alg.model(j, std::span<T>(m));
       if (std::memcmp(m.data(), avg.data(), d * sizeof(T)) == 0) {

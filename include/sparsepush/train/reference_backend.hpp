@@ -151,9 +151,7 @@ class reference_backend {
       const std::size_t total = fm_->test.count;
       const std::size_t samples = final ? (s_.final_eval_samples ? std::min(s_.final_eval_samples, total) : total)
                                         : std::min(s_.eval_samples, total);
-      return static_cast<double>(net_->count_correct(m, fm_->test.pixels.data(), fm_->test.labels.data(), samples,
-                                                     eval_ws_.at(w))) /
-             static_cast<double>(samples);
+      return fraction_correct(w, m, 0, samples);
     };
     b.share_accuracy = [this](std::size_t w, std::uint32_t node, std::size_t nodes, std::span<const float> m) {
       // node's share of the periodic slice: images [node S / n, (node + 1) S / n)
@@ -162,9 +160,7 @@ class reference_backend {
       if (hi <= lo)
         throw config_error("node " + std::to_string(node) + ": its share of " + std::to_string(samples) +
                            " evaluation images among " + std::to_string(nodes) + " nodes is empty");
-      return static_cast<double>(net_->count_correct(m, fm_->test.pixels.data() + lo * in_,
-                                                     fm_->test.labels.data() + lo, hi - lo, eval_ws_.at(w))) /
-             static_cast<double>(hi - lo);
+      return fraction_correct(w, m, lo, hi);
     };
     b.save = [this](checkpoint_writer& w) {
       for (std::size_t li = 0; li < local_; ++li) {
@@ -187,6 +183,13 @@ class reference_backend {
     std::vector<std::uint32_t> batch;
     nn::workspace ws;
   };
+
+  /// The fraction of test images [lo, hi) that `m` classifies correctly (worker w's scratch).
+  double fraction_correct(std::size_t w, std::span<const float> m, std::size_t lo, std::size_t hi) {
+    return static_cast<double>(net_->count_correct(m, fm_->test.pixels.data() + lo * in_, fm_->test.labels.data() + lo,
+                                                   hi - lo, eval_ws_.at(w))) /
+           static_cast<double>(hi - lo);
+  }
 
   double step(std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> dir) {
     const auto t0 = run_clock::now();
