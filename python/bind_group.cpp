@@ -158,7 +158,7 @@ void bind_group(py::module_& m) {
 Nodes first_node .. first_node + len(xs) - 1 of a run of total_nodes (0: len(xs)), their x the
 buffers xs (zero copy, one dtype and size). One round() runs every node's round: in lockstep it
 gives the bits of PushSumNode rounds; with policy "overlap", "staleness:N" or "asynchronous[:W]"
-(check_policy) a node mixes what its policy lets it (ALGORITHMS.md, "Asynchronous and overlapped
+(check_policy) a node mixes what its policy lets it (docs/design/algorithms.md, "Asynchronous and overlapped
 push-sum"); drain() then mixes everything in flight. threads: worker threads (results do not
 depend on them).)doc")
       .def("round", &group_round,

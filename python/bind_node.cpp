@@ -133,7 +133,7 @@ std::string node_repr(py_node& self) {
 
 const char* const round_doc = R"doc(round(t, schedule, compressor, endpoint, eta=1.0, direction=None, gamma=0.0, feedback=True, fresh_residual=False)
 
-One push-sum round t of this node (ALGORITHMS.md, Sparse-Push steps 1-3), in lockstep:
+One push-sum round t of this node (docs/design/algorithms.md, Sparse-Push steps 1-3), in lockstep:
 
   1. local step   x_i <- x_i - gamma * direction          (when direction is given)
   2. compress     v_i = x_i + e_i;  q_i = C(v_i);  e_i <- v_i - q_i

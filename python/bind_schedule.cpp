@@ -96,7 +96,7 @@ Raises ScheduleError naming what is wrong.)doc");
       "check_policy", [](const std::string& spec) { return sp::to_string(parse_policy(spec)); }, py::arg("spec"),
       R"doc(check_policy(spec) -> str
 
-The canonical name of a wait policy (ALGORITHMS.md, "Asynchronous and overlapped push-sum"):
+The canonical name of a wait policy (docs/design/algorithms.md, "Asynchronous and overlapped push-sum"):
 "lockstep" (wait for every envelope of round t), "overlap" (mix exactly round t-1's envelopes),
 "staleness:N" (wait only for rounds <= t - N), "asynchronous[:W]" (never wait; W rounds of
 envelopes held per in-neighbour, 16 by default). Also takes sparsepush-train's --staleness values

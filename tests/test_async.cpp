@@ -1,4 +1,4 @@
-// Tests of deferred push-sum rounds (gossip/policy.hpp; ALGORITHMS.md, "Asynchronous and
+// Tests of deferred push-sum rounds (gossip/policy.hpp; docs/design/algorithms.md, "Asynchronous and
 // overlapped push-sum") over the loopback's seeded delay model: an independent reference of the
 // section's equations (dense vectors, a sort-based top-K), the mass invariant with the envelopes in
 // flight, the drain, bounded inboxes, the waiting rules and their errors, checkpoint/resume, and

@@ -3,7 +3,7 @@
 // that lands unscaled on the numerator moves its de-biased model by gamma p / u_i. Forced here
 // with the loopback's seeded delay model (asynchronous policy, max_delay 16: a seed whose
 // envelopes to node 0 all arrive late) on a quadratic: the default floor keeps every de-biased
-// model bounded and the loss falling, while the floor turned off (0: the step as ALGORITHMS.md
+// model bounded and the loss falling, while the floor turned off (0: the step as docs/design/algorithms.md
 // writes it) blows up; the mixing still conserves sum x and sum u = n; nodes at or above the floor
 // and lockstep rounds keep their bits.
 #include <catch2/catch.hpp>

@@ -125,7 +125,7 @@ TEST_CASE("without push-sum weights a column-stochastic W converges to the wrong
 }
 
 TEST_CASE("u mixed with the eta-relaxed matrix gives the exact average, with plain W it is off", "[gossip]") {
-  // Irregular time-varying directed graph on 7 nodes, identity C, eta = 0.5 (ALGORITHMS.md).
+  // Irregular time-varying directed graph on 7 nodes, identity C, eta = 0.5 (docs/design/algorithms.md).
   const std::size_t n = 7;
   std::vector<digraph> gs(3, digraph(n));
   for (std::size_t i = 0; i < n; ++i) {

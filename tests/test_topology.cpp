@@ -291,7 +291,7 @@ void check_offset_schedule(const periodic_schedule& s, std::size_t n,
 }  // namespace
 
 TEST_CASE("exponential offsets as SGP's graph manager lists them, duplicates kept", "[topology]") {
-  // the examples of ALGORITHMS.md, literally
+  // the examples of docs/design/algorithms.md, literally
   REQUIRE(exponential_offsets(8) == std::vector<std::size_t>{1, 2, 4});
   REQUIRE(k_peer_exponential_offsets(16, 2) == std::vector<std::size_t>{1, 2, 3, 6, 9, 2});
   REQUIRE(bidirectional_exponential_offsets(8) == std::vector<std::size_t>{1, 7, 2, 6, 4, 4});

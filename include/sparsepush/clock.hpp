@@ -32,6 +32,7 @@ inline constexpr bool simulated_clock = true;
 #else
 /// The clock of a real run.
 using run_clock = std::chrono::steady_clock;
+/// False: run_clock is the steady clock of a real run.
 inline constexpr bool simulated_clock = false;
 #endif
 

@@ -117,6 +117,7 @@ void compress_with_feedback(const C& c, const X& x, E& e, message& q, const cont
 template <tensor_element T>
 class error_feedback {
  public:
+  /// A residual of d elements, all zero.
   explicit error_feedback(std::size_t d) : residual_(d, T(0)) {}
 
   /// Compress x with feedback into q; the residual keeps what q did not carry.
@@ -133,9 +134,13 @@ class error_feedback {
     compress_with_feedback<T>(c, as_const_span(x), std::span<T>(residual_), q, ctx, ws);
   }
 
+  /// The residual e: what earlier messages did not carry, added to the next step's input.
   std::span<const T> residual() const noexcept { return residual_; }
+  /// The residual, writable (a checkpoint's restore, a test).
   std::span<T> residual() noexcept { return residual_; }
+  /// Sets the residual to zero.
   void reset() { std::fill(residual_.begin(), residual_.end(), T(0)); }
+  /// The vector length d.
   std::size_t size() const noexcept { return residual_.size(); }
   /// Bytes of state this accumulator keeps.
   std::size_t state_bytes() const noexcept { return residual_.size() * sizeof(T); }

@@ -34,6 +34,7 @@ struct message {
   std::vector<std::byte> payload;        ///< values, exactly as on the wire
   index_stream_key index_key{};          ///< seeded indices: the stream they were drawn from
 
+  /// True when the message carries every element (no index section).
   bool dense() const noexcept { return index_enc == index_encoding::dense; }
 
   /// Bytes of the index section as encoded.

@@ -45,10 +45,15 @@ concept contiguous_element_range =
 /// Every contiguous sized range of float/double: std::vector, std::array, std::span, C arrays.
 template <detail::contiguous_element_range R>
 struct tensor_traits<R> {
+  /// The element type: the range's value type without const (float or double).
   using value_type = std::remove_cv_t<std::ranges::range_value_t<R>>;
+  /// Pointer to the first element (std::ranges::data).
   static auto data(R& r) noexcept { return std::ranges::data(r); }
+  /// Read-only pointer to the first element.
   static auto data(const R& r) noexcept { return std::ranges::data(r); }
+  /// Number of elements (std::ranges::size).
   static std::size_t size(const R& r) noexcept { return std::ranges::size(r); }
+  /// A default-constructed R resized to r's size (zeros for std::vector); only for resizable ranges.
   static R zeros_like(const R& r)
     requires std::default_initializable<R> && requires(R& x, std::size_t n) { x.resize(n); }
   {
@@ -56,6 +61,7 @@ struct tensor_traits<R> {
     z.resize(std::ranges::size(r));
     return z;
   }
+  /// Makes r hold n elements; only for ranges with resize().
   static void resize(R& r, std::size_t n)
     requires requires { r.resize(n); }
   {
@@ -84,6 +90,7 @@ concept mutable_flat_tensor =
       } -> std::same_as<typename tensor_traits<std::remove_cvref_t<T>>::value_type*>;
     };
 
+/// The element type (float or double) of flat tensor T, cv and reference removed.
 template <flat_tensor T>
 using tensor_value_t = typename tensor_traits<std::remove_cvref_t<T>>::value_type;
 

@@ -33,7 +33,7 @@ def test_averaging_to_1e12_over_an_encoded_loopback(spec, rng):
 
 def test_sparse_push_with_feedback_keeps_the_mass(rng):
     # top-k with error feedback at eta < 1: column-stochastic mixing keeps sum_i x_i and
-    # sum_i u_i = n (ALGORITHMS.md, Sparse-Push invariants), whatever C dropped
+    # sum_i u_i = n (docs/design/algorithms.md, Sparse-Push invariants), whatever C dropped
     n, d, eta = 6, 500, 0.5
     xs = [rng.standard_normal(d) for _ in range(n)]
     total = np.sum(xs, axis=0)

@@ -26,11 +26,18 @@ concept eigen_packed_stride = (S::InnerStrideAtCompileTime == 0 || S::InnerStrid
 /// Eigen::Matrix / Eigen::Array of float or double.
 template <detail::eigen_plain_object T>
 struct tensor_traits<T> {
+  /// The Scalar type, float or double.
   using value_type = typename T::Scalar;
+  /// Pointer to the first coefficient (storage order).
   static value_type* data(T& t) noexcept { return t.data(); }
+  /// Read-only pointer to the first coefficient.
   static const value_type* data(const T& t) noexcept { return t.data(); }
+  /// The number of coefficients, rows times columns.
   static std::size_t size(const T& t) noexcept { return static_cast<std::size_t>(t.size()); }
+  /// A zero object of t's rows and columns.
   static T zeros_like(const T& t) { return T::Zero(t.rows(), t.cols()); }
+  /// Makes t hold n coefficients: a vector is resized; a matrix of another size is a size_error
+  /// (nothing to do when the size is already n).
   static void resize(T& t, std::size_t n) {
     if (static_cast<std::size_t>(t.size()) == n) return;
     if constexpr (T::IsVectorAtCompileTime) {
@@ -47,10 +54,15 @@ struct tensor_traits<T> {
 template <class P, int Options, class S>
   requires detail::eigen_plain_object<std::remove_const_t<P>> && detail::eigen_packed_stride<S>
 struct tensor_traits<Eigen::Map<P, Options, S>> {
+  /// The Map type.
   using map_type = Eigen::Map<P, Options, S>;
+  /// The Scalar type, float or double.
   using value_type = typename std::remove_const_t<P>::Scalar;
+  /// Pointer to the first coefficient (read-only for a Map over const).
   static auto data(map_type& t) noexcept { return t.data(); }
+  /// Read-only pointer to the first coefficient.
   static const value_type* data(const map_type& t) noexcept { return t.data(); }
+  /// The number of coefficients.
   static std::size_t size(const map_type& t) noexcept { return static_cast<std::size_t>(t.size()); }
 };
 

@@ -39,10 +39,15 @@ inline constexpr bool has_dedicated_traits<T> = true;
 /// xt::xarray / xt::xtensor / xt::adapt(...) of float or double.
 template <detail::xtensor_flat T>
 struct tensor_traits<T> {
+  /// The element type without const, float or double.
   using value_type = std::remove_const_t<typename T::value_type>;
+  /// Pointer to the first element (read-only for a const expression).
   static auto data(T& t) noexcept { return t.data(); }
+  /// Read-only pointer to the first element.
   static const value_type* data(const T& t) noexcept { return t.data(); }
+  /// The number of elements.
   static std::size_t size(const T& t) noexcept { return t.size(); }
+  /// A zero container of t's shape (only for types constructible from a shape).
   static T zeros_like(const T& t)
     requires std::is_default_constructible_v<T> && requires { T(t.shape()); }
   {
@@ -50,6 +55,8 @@ struct tensor_traits<T> {
     z.fill(value_type(0));
     return z;
   }
+  /// Makes t hold n elements: a one-dimensional container is resized; another of a different size is
+  /// a size_error (nothing to do when the size is already n).
   static void resize(T& t, std::size_t n) {
     if (t.size() == n) return;
     if (t.dimension() == 1) {

@@ -23,9 +23,13 @@ class centralized {
   static_assert(detail::require_algorithm_tensor<algorithm_tensor_t<X>>());
 
  public:
+  /// The model's tensor type (X, or std::vector<X> for an element type X).
   using tensor_type = algorithm_tensor_t<X>;
+  /// The element type, float or double.
   using T = tensor_value_t<tensor_type>;
 
+  /// `nodes` nodes sharing the model x0, their gradients computed on `threads` threads. Throws
+  /// config_error for nodes = 0 and size_error for an empty x0.
   centralized(tensor_type x0, std::size_t nodes, std::size_t threads = 1)
       : x_(std::move(x0)), pool_(threads) {
     if (nodes < 1) throw config_error("centralized training needs at least one node");
@@ -75,16 +79,23 @@ class centralized {
   void for_each_node(F&& f) {
     pool_.parallel_for_worker(g_.size(), f);
   }
+  /// The number of threads for_each_node() runs on.
   std::size_t workers() const noexcept { return pool_.size(); }
 
+  /// The number of nodes n.
   std::size_t num_nodes() const noexcept { return g_.size(); }
+  /// The number of elements d of the model.
   std::size_t dim() const noexcept { return as_const_span(x_).size(); }
+  /// A copy of the shared model (the same for every node).
   tensor_type model(std::size_t) const { return x_; }
+  /// The shared model into out (out.size() must be dim()).
   void model(std::size_t, std::span<T> out) const {
     detail::copy_model<T>(as_const_span(x_), out);
   }
   /// Bytes of state per node: the shared model and one gradient buffer.
   std::size_t state_bytes(std::size_t) const { return 2 * dim() * sizeof(T); }
+  /// Bytes a ring all-reduce of fp32 gradients would have sent so far: 2 (n - 1) 4 d a round, all
+  /// nodes together.
   std::size_t bytes_sent() const noexcept { return bytes_; }
   /// Checkpoint the model and the byte count (section "CNTR").
   void save(checkpoint_writer& w) const {

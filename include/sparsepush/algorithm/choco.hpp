@@ -37,10 +37,11 @@ template <class C>
 struct basic_choco_options {
   double consensus_step = 0.5;             ///< gamma_c in (0, 1]
   C compressor = default_compressor();     ///< C applied to x_i' - xp_i
+  /// Keep s_i (weighted_sum, less memory) or one copy per in-neighbour; same results.
   choco_form form = choco_form::weighted_sum;
-  std::size_t threads = 1;
-  std::uint64_t seed = 0;
-  loopback_options network{};
+  std::size_t threads = 1;  ///< worker threads for per-node work (results do not depend on it)
+  std::uint64_t seed = 0;  ///< keys the compressors' random streams with (node, round)
+  loopback_options network{};  ///< settings of the loopback network a single-process run builds
 
  private:
   static C default_compressor() {
@@ -59,8 +60,11 @@ template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 class choco_node {
  public:
+  /// The element type, float or double.
   using T = tensor_value_t<Tensor>;
 
+  /// Node `id` starting at x0 (public copy zero), with column `column` of the symmetric W (its
+  /// out-edges, self-edge included). Throws config_error unless 0 < consensus_step <= 1.
   choco_node(Tensor x0, std::uint32_t id, std::vector<out_edge> column, choco_form form, double consensus_step,
              std::uint64_t seed)
       : x_(std::move(x0)), id_(id), seed_(seed), form_(form), gc_(consensus_step), col_(std::move(column)) {
@@ -81,13 +85,21 @@ class choco_node {
         if (e.to != id_) copies_.push_back({e.to, std::vector<T>(d_, T(0))});
   }
 
+  /// This node's index in the schedule.
   std::uint32_t id() const noexcept { return id_; }
+  /// The number of elements d of the model.
   std::size_t dim() const noexcept { return d_; }
+  /// The model x_i.
   std::span<T> x() noexcept { return as_span(x_); }
+  /// The model x_i, read-only.
   std::span<const T> x() const noexcept { return as_const_span(x_); }
+  /// The tensor holding x_i, in the caller's type.
   const Tensor& tensor() const noexcept { return x_; }
+  /// The public copy xp_i, which every neighbour also keeps.
   std::span<const T> public_copy() const noexcept { return xp_; }
+  /// The message of the last round: C(x_i - xp_i).
   const message& outgoing() const noexcept { return msg_; }
+  /// Column id() of W: its out-edges with their shares, self-edge included.
   std::span<const out_edge> column() const noexcept { return col_; }
   /// The senders this node hears from (its neighbours and itself), ascending.
   std::span<const in_edge> in_edges() const noexcept { return in_; }
@@ -145,7 +157,11 @@ class choco_node {
 
   /// A node's saved state (checked against this node), not yet applied: x, xp, and s or the copies.
   struct saved_state {
+    ///@{
+    /// The model, the public copy, and s_i (empty in the per_neighbour form).
     std::vector<T> x, xp, s;
+    ///@}
+    /// The per-neighbour copies (empty in the weighted_sum form), in column order.
     std::vector<std::vector<T>> copies;
   };
   /// Checkpoint section "CHND": id, dim, x, xp, then s or every neighbour copy. Call between rounds.
@@ -203,8 +219,10 @@ class choco_node {
     for (std::size_t k = 0; k < copies_.size(); ++k) copies_[k].second = st.copies[k];
   }
 
+  /// Sends the last message to every out-neighbour of round t through ep.
   template <endpoint E>
   void post(E& ep, std::uint32_t t) const { ep.post(t, col_, 1.0, msg_); }
+  /// Receives the round-t messages of its in-neighbours through ep (waiting for them).
   template <endpoint E>
   void collect(E& ep, std::uint32_t t) {
     ep.collect(t, in_, inbox_);
@@ -305,8 +323,11 @@ class choco {
   static_assert(detail::require_network<Net>());
 
  public:
+  /// The model's tensor type (X, or std::vector<X> for an element type X).
   using tensor_type = algorithm_tensor_t<X>;
+  /// The element type, float or double.
   using T = tensor_value_t<tensor_type>;
+  /// The settings type.
   using options_type = basic_choco_options<C>;
 
   /// All nodes in this process, over a loopback network of its own.
@@ -427,12 +448,16 @@ class choco {
   void for_each_node(F&& f) {
     pool_.parallel_for_worker(nodes_.size(), f);
   }
+  /// The number of threads for_each_node() runs on.
   std::size_t workers() const noexcept { return pool_.size(); }
 
   /// Nodes run by this process; accessor indices are local (node first_node() + i).
   std::size_t num_nodes() const noexcept { return nodes_.size(); }
+  /// The schedule's index of local node 0.
   std::uint32_t first_node() const noexcept { return first_; }
+  /// The number of nodes of the whole run (every process).
   std::size_t total_nodes() const noexcept { return net_->num_nodes(); }
+  /// The number of elements d of the model.
   std::size_t dim() const noexcept { return d_; }
   /// Node i's model x_i, as the tensor type.
   tensor_type model(std::size_t i) const { return nodes_.at(i).tensor(); }
@@ -440,10 +465,13 @@ class choco {
   void model(std::size_t i, std::span<T> out) const {
     detail::copy_model<T>(nodes_.at(i).x(), out);
   }
+  /// Local node i (std::out_of_range for i >= num_nodes()).
   const choco_node<tensor_type>& node(std::size_t i) const { return nodes_.at(i); }
+  /// The network the nodes send over.
   const Net& network() const noexcept { return *net_; }
   /// Bytes sent by the nodes of this process.
   std::size_t bytes_sent() const noexcept { return net_->total_bytes(); }
+  /// Envelopes sent by the nodes of this process.
   std::size_t messages_sent() const noexcept { return net_->total_messages(); }
   /// What the messages sent would cost as fp32 vectors: 4 d bytes each.
   std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_->total_messages(); }

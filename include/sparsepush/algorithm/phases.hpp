@@ -1,6 +1,6 @@
 // sparsepush/algorithm/phases.hpp: a phase schedule maps rounds to (compressor, eta, local step
 // on/off), so SP, SCSP, SGP, warm-up and "compress only after round R" are one policy with
-// different data. SCSP (ALGORITHMS.md): SP with a heavy compressor for rounds 0..T-1, then k
+// different data. SCSP (docs/design/algorithms.md): SP with a heavy compressor for rounds 0..T-1, then k
 // rounds of uncompressed push-sum averaging (identity, eta = 1, no local step by default).
 // Phases are generic over the compressor type C (any_compressor by default). An `exact` phase
 // sends x itself in full precision whatever C is: push-sum of x, the residual left alone.
@@ -23,7 +23,7 @@ struct basic_phase {
   C compressor{};            ///< C for these rounds (unused when exact)
   double eta = 1.0;          ///< consensus step in (0, 1]
   bool local_step = true;    ///< take the local (SGD) step before communicating
-  std::string name = "sp";
+  std::string name = "sp";  ///< the phase's name in reports and the CSV log (e.g. "sp", "final")
   bool exact = false;        ///< send x uncompressed in the tensor's precision (identity)
   bool fresh_residual = false;  ///< the phase's first round drops the residual e (the phase starts its own)
 };
@@ -53,8 +53,11 @@ bool exact_phase(const basic_phase<C>& ph) {
 template <class C>
 class basic_phase_schedule {
  public:
+  /// The compressor type of the phases.
   using compressor_type = C;
 
+  /// The phases in order. Throws config_error when there are none or a phase's settings are out of
+  /// range (eta, a zero length before the last phase).
   explicit basic_phase_schedule(std::vector<basic_phase<C>> phases) : phases_(std::move(phases)) {
     if (phases_.empty()) throw config_error("a phase schedule needs at least one phase");
     for (std::size_t p = 0; p < phases_.size(); ++p) {
@@ -102,6 +105,7 @@ class basic_phase_schedule {
     }
     return s;
   }
+  /// The phases, in order.
   const std::vector<basic_phase<C>>& phases() const noexcept { return phases_; }
 
  private:

@@ -36,8 +36,8 @@ concept decentralized_algorithm = requires(A& a, const A& ca, std::uint32_t t, c
 
 /// Metrics after a round.
 struct round_report {
-  std::uint32_t round = 0;
-  double parameter_divergence = 0.0;
+  std::uint32_t round = 0;  ///< the round just run (0-based)
+  double parameter_divergence = 0.0;  ///< (1/n) sum_i || xh_i - mean(xh) ||_2 over the nodes' de-biased models
   std::size_t bytes_sent = 0;             ///< all nodes, envelopes included
   std::size_t full_precision_bytes = 0;   ///< 4 d per message sent
   double comm_ratio = 0.0;                ///< full_precision_bytes / bytes_sent (0 before any byte)

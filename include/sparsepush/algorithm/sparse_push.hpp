@@ -1,5 +1,5 @@
 // sparsepush/algorithm/sparse_push.hpp: Sparse-Push and everything that is a configuration of it
-// (ALGORITHMS.md): one round at every node i, with the phase active in round t,
+// (docs/design/algorithms.md): one round at every node i, with the phase active in round t,
 //   1. local update:  p_i = oracle(xh_i),  x_i' = x_i - gamma p_i          (if the phase trains)
 //   2. communication: v_i = x_i' + e_i,  q_i = C(v_i),  e_i <- v_i - q_i,  push q_i, u_i, W[r][i]
 //   3. gossip:        x_i <- x_i' + eta (sum_j W_ij q_j - q_i),  u_i <- u_i + eta (sum_j W_ij u_j - u_i)
@@ -28,7 +28,7 @@ inline namespace v0 {
 
 /// Settings of a Sparse-Push run that are not the phases.
 struct sparse_push_options {
-  std::size_t threads = 1;
+  std::size_t threads = 1;  ///< worker threads for per-node work (results do not depend on it)
   std::uint64_t seed = 0;               ///< keys random compressors (with node and round)
   /// Message loss, tracing and mode of its own loopback (the lockstep round passes messages by
   /// reference unless `encoded` is asked for: for_lockstep()).
@@ -59,11 +59,17 @@ class sparse_push {
   static_assert(detail::require_network<Net>());
 
  public:
+  /// The model's tensor type (X, or std::vector<X> for an element type X).
   using tensor_type = algorithm_tensor_t<X>;
+  /// The element type, float or double.
   using T = tensor_value_t<tensor_type>;
+  /// The element type (same as T).
   using value_type = T;
+  /// The compressor type of the phases.
   using compressor_type = C;
+  /// The mixing schedule type.
   using schedule_type = S;
+  /// The phase schedule type.
   using phases_type = basic_phase_schedule<C>;
 
   /// All nodes in this process, over a loopback network of its own.
@@ -160,6 +166,7 @@ class sparse_push {
   void drain() { group_.drain(sched_, *net_); }
   /// Whether envelopes may be in flight (a deferred round ran since the last drain).
   bool in_flight() const noexcept { return group_.in_flight(); }
+  /// The waiting policy of the rounds (lockstep unless the options asked for another).
   const wait_policy& policy() const noexcept { return group_.policy(); }
   /// After a drain, the round every node can continue at (push_sum_group::common_round).
   std::uint32_t common_round() const noexcept { return group_.common_round(); }
@@ -179,26 +186,35 @@ class sparse_push {
   void for_each_node(F&& f) {
     group_.for_each_node(f);
   }
+  /// The number of threads for_each_node() runs on.
   std::size_t workers() const noexcept { return group_.workers(); }
 
   /// Nodes run by this process (all of them unless a network placed a block here); the
   /// accessors below take local indices, node first_node() + i of the schedule.
   std::size_t num_nodes() const noexcept { return group_.num_nodes(); }
+  /// The schedule's index of local node 0.
   std::uint32_t first_node() const noexcept { return group_.first_node(); }
+  /// The number of nodes of the whole run (every process).
   std::size_t total_nodes() const noexcept { return group_.total_nodes(); }
+  /// The number of elements d of the model.
   std::size_t dim() const noexcept { return group_.dim(); }
   /// The de-biased model xh_i = x_i / u_i, as the tensor type.
   tensor_type model(std::size_t i) const { return group_.node(i).model(); }
   /// The de-biased model xh_i = x_i / u_i into out.
   void model(std::size_t i, std::span<T> out) const { group_.debiased(i, out); }
+  /// The push-sum state of this process's nodes (x_i, u_i, e_i).
   const push_sum_group<tensor_type>& group() const noexcept { return group_; }
+  /// The network the nodes send over.
   const Net& network() const noexcept { return *net_; }
+  /// The phase schedule.
   const phases_type& phases() const noexcept { return phases_; }
+  /// The mixing schedule (who sends to whom, with which shares, in each round).
   const S& mixing_schedule() const noexcept { return sched_; }
   /// Bytes of state per node: x, e (when kept), u, the message, inbox and scratch.
   std::size_t state_bytes(std::size_t i) const { return group_.state_bytes(i); }
   /// Bytes sent by the nodes of this process (all nodes over a loopback).
   std::size_t bytes_sent() const noexcept { return net_->total_bytes(); }
+  /// Envelopes sent by the nodes of this process.
   std::size_t messages_sent() const noexcept { return net_->total_messages(); }
   /// Envelopes the network lost, of those sent by this process's nodes (0 for a network that
   /// loses none).

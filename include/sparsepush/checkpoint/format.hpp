@@ -33,7 +33,9 @@ class checkpoint_error : public error {
   using error::error;
 };
 
+/// The first 8 bytes of every checkpoint file: "SPCKPT\r\n".
 inline constexpr char checkpoint_magic[8] = {'S', 'P', 'C', 'K', 'P', 'T', '\r', '\n'};
+/// The format version written after the magic; a reader refuses any other.
 inline constexpr std::uint32_t checkpoint_version = 1;
 /// Bytes around the payload: magic, version, length, CRC.
 inline constexpr std::size_t checkpoint_overhead = 8 + 4 + 8 + 4;
@@ -46,9 +48,13 @@ class checkpoint_writer {
     if (tag.size() != 4) throw config_error("checkpoint section tags have 4 characters, got '" + std::string(tag) + "'");
     raw(tag.data(), 4);
   }
+  /// Appends v as 4 little-endian bytes.
   void u32(std::uint32_t v) { le(v); }
+  /// Appends v as 8 little-endian bytes.
   void u64(std::uint64_t v) { le(v); }
+  /// Appends v's IEEE-754 bits as 8 little-endian bytes (exact, NaN payloads included).
   void f64(double v) { le(std::bit_cast<std::uint64_t>(v)); }
+  /// Appends s as its length (u64) and its bytes.
   void str(std::string_view s) {
     u64(s.size());
     raw(s.data(), s.size());
@@ -63,12 +69,14 @@ class checkpoint_writer {
     raw(&size, 1);
     raw(v.data(), v.size_bytes());
   }
+  /// values(std::span) over a vector.
   template <class T>
     requires std::is_arithmetic_v<T>
   void values(const std::vector<T>& v) {
     values(std::span<const T>(v));
   }
 
+  /// The payload written so far (no header, no CRC).
   const std::vector<std::byte>& payload() const noexcept { return buf_; }
   /// The whole file: header, payload, CRC.
   std::vector<std::byte> finish() const {
@@ -124,8 +132,11 @@ class checkpoint_reader {
   /// The reader keeps a view of the bytes: a temporary buffer would dangle.
   explicit checkpoint_reader(std::vector<std::byte>&&, std::string = {}) = delete;
 
+  /// The name errors give the checkpoint (its file name, or "checkpoint").
   const std::string& name() const noexcept { return name_; }
+  /// The payload offset of the next field.
   std::size_t offset() const noexcept { return pos_; }
+  /// Payload bytes not read yet.
   std::size_t remaining() const noexcept { return data_.size() - pos_; }
 
   /// Expect a section with this tag.
@@ -142,9 +153,14 @@ class checkpoint_reader {
     if (remaining() < 4) return {};
     return std::string(reinterpret_cast<const char*>(data_.data() + pos_), 4);
   }
+  /// Reads a u32; checkpoint_error naming `what` when the payload ends first.
   std::uint32_t u32(std::string_view what) { return scalar<std::uint32_t>(what); }
+  /// Reads a u64; checkpoint_error naming `what` when the payload ends first.
   std::uint64_t u64(std::string_view what) { return scalar<std::uint64_t>(what); }
+  /// Reads an f64 (its exact bits); checkpoint_error naming `what` when the payload ends first.
   double f64(std::string_view what) { return std::bit_cast<double>(scalar<std::uint64_t>(what)); }
+  /// Reads a string written by checkpoint_writer::str; checkpoint_error naming `what` when it is
+  /// longer than max bytes or the payload ends first.
   std::string str(std::string_view what, std::size_t max = std::size_t{1} << 20) {
     const std::uint64_t n = u64(what);
     if (n > max) fail("holds a " + std::string(what) + " of " + std::to_string(n) + " bytes (at most " + std::to_string(max) + ")");

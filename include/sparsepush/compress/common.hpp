@@ -105,12 +105,14 @@ void validate_compressor(const C& c, std::size_t d, const context& ctx) {
 class k_spec {
  public:
   constexpr k_spec() = default;
+  /// Keep exactly k values; throws config_error when k is 0 (resolve() rejects k > d).
   static k_spec count(std::size_t k) {
     if (k == 0) throw config_error("k must be at least 1, got 0");
     k_spec s;
     s.count_ = k;
     return s;
   }
+  /// Keep round(f * d) values, at least 1; throws config_error unless 0 < f <= 1.
   static k_spec fraction(double f) {
     if (!(f > 0.0 && f <= 1.0))
       throw config_error("k fraction must be in (0, 1], got " + std::to_string(f));
@@ -118,8 +120,11 @@ class k_spec {
     s.fraction_ = f;
     return s;
   }
+  /// True for a fraction of d, false for an absolute count.
   bool is_fraction() const noexcept { return count_ == 0; }
+  /// The fraction of d (meaningful when is_fraction()).
   double fraction_value() const noexcept { return fraction_; }
+  /// The absolute count k, or 0 for a fraction.
   std::size_t count_value() const noexcept { return count_; }
 
   /// k for a vector of d elements; a count above d is an error naming both.
@@ -134,6 +139,7 @@ class k_spec {
     return count_;
   }
 
+  /// The count, or the fraction in std::to_string's fixed notation (e.g. "0.010000").
   std::string to_string() const {
     return count_ ? std::to_string(count_) : std::to_string(fraction_);
   }

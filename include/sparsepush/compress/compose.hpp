@@ -29,9 +29,12 @@ inline namespace v0 {
 /// Any of the built-in compressors, chosen at run time.
 class any_compressor {
  public:
+  /// The compressors it can hold.
   using variant_type = std::variant<identity, top_k, random_k, threshold_k, qsgd, scaled_sign>;
 
   any_compressor() = default;
+  /// Holds c, one of variant_type's compressors (implicit, so a top_k converts where an
+  /// any_compressor is expected).
   template <class C>
     requires std::is_constructible_v<variant_type, C>
   any_compressor(C c) : impl_(std::move(c)) {}  // NOLINT: implicit by design
@@ -41,11 +44,13 @@ class any_compressor {
     std::visit([&](const auto& c) { c.validate(d, ctx); }, impl_);
   }
 
+  /// The held compressor's compress (with ws where that compressor takes scratch).
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     std::visit([&](const auto& c) { compress_with<T>(c, v, out, ctx, ws); }, impl_);
   }
 
+  /// Fused error feedback with the held compressor: v = x + e; out = C(v); e = v - out.
   template <tensor_element T>
   void compress_feedback(std::span<const T> x, std::span<T> e, message& out, const context& ctx,
                          compress_workspace<T>& ws) const {
@@ -70,6 +75,7 @@ class any_compressor {
     fused().apply_step(x, p, gamma, e, plan, out, ctx);
   }
 
+  /// The held compressor (std::get or std::visit on it).
   const variant_type& get() const noexcept { return impl_; }
 
  private:

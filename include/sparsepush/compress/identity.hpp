@@ -10,7 +10,7 @@ inline namespace v0 {
 
 /// Send every coordinate.
 struct identity {
-  value_codec values{};
+  value_codec values{};  ///< how the values travel (native: exact, the tensor's own type)
 
   /// Throw what compress would throw for this configuration at dimension d.
   void validate(std::size_t d, const context& ctx) const {
@@ -18,6 +18,8 @@ struct identity {
     detail::check_dim(d, ctx);
   }
 
+  /// Writes every element of v into out in the configured value encoding. Throws size_error for an
+  /// empty v or d >= 2^32, non_finite_error for NaN or infinity, config_error for a bad encoding.
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     validate(v.size(), ctx);

@@ -13,7 +13,7 @@ inline namespace v0 {
 
 /// Dense QSGD quantization with `levels` levels (wire: 1 + bit_width(levels) bits a value).
 struct qsgd {
-  std::uint16_t levels = 16;
+  std::uint16_t levels = 16;  ///< the number of quantization levels s, 1 .. 32767
   qsgd_stream stream = qsgd_stream::philox7;  ///< the rounding's random stream (philox10: 0.3.3's bits)
 
   /// Throw what compress would throw for this configuration at dimension d.
@@ -22,6 +22,9 @@ struct qsgd {
     detail::check_dim(d, ctx);
   }
 
+  /// Quantizes every element of v to ||v|| sign(v_i) l / s with stochastic rounding of l, into out.
+  /// Throws config_error for bad levels, size_error for an empty v or d >= 2^32, non_finite_error for
+  /// NaN or infinity in v.
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx) const {
     validate(v.size(), ctx);

@@ -29,14 +29,18 @@ inline void random_indices(std::size_t d, std::size_t k, const context& ctx,
 
 /// k uniformly random coordinates; `unbiased` scales them by d/k.
 struct random_k {
-  k_spec k = k_spec::fraction(0.01);
-  bool unbiased = false;
-  value_codec values{};
+  k_spec k = k_spec::fraction(0.01);  ///< how many coordinates to draw: a count, or a fraction of d (default 1%)
+  bool unbiased = false;  ///< scale the values by d / k, so that the message is an unbiased estimate of v
+  value_codec values{};  ///< how the values travel
+  /// How the indices travel; seeded sends only the key (seed, node, round) and receivers draw them again.
   index_encoding indices = index_encoding::automatic;
 
   /// Throw what compress would throw for this configuration at dimension d.
   void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
 
+  /// k distinct coordinates drawn from (ctx.seed, ctx.node, ctx.round), with their values (times d / k
+  /// when unbiased), into out. Throws config_error for k > d or a bad setting, size_error for an empty
+  /// v or d >= 2^32, non_finite_error for NaN or infinity in v.
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     const std::size_t kk = checked_k(v.size(), ctx);

@@ -18,16 +18,19 @@ inline namespace v0 {
 
 /// Sample-estimated threshold sparsifier (about k values a message).
 struct threshold_k {
-  k_spec k = k_spec::fraction(0.01);
+  k_spec k = k_spec::fraction(0.01);  ///< the expected number of values kept: a count, or a fraction of d (default 1%)
   /// Expected sampled coordinates above tau: the sample size is m = sample_hits * d / k (at most
   /// d), so the kept count has a relative spread of about 1 / sqrt(sample_hits).
   std::uint32_t sample_hits = 256;
-  value_codec values{};
+  value_codec values{};  ///< how the kept values travel
+  /// How the indices travel (automatic: the smaller of raw_u32 and delta_varint).
   index_encoding indices = index_encoding::automatic;
 
   /// Throw what compress would throw for this configuration at dimension d.
   void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
 
+  /// The values of v whose magnitude passes a threshold estimated from a sample (about k of them),
+  /// into out; exact top-K where the sample would cost more. Throws as top_k::compress does.
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     using K = detail::magnitude_key<T>;

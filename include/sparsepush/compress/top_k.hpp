@@ -378,8 +378,9 @@ void write_pass_with_values(std::size_t d, Pass&& pass, T* e, message& m, index_
 
 /// Exact top-K by magnitude, ties to the lower index; values in any value encoding.
 struct top_k {
-  k_spec k = k_spec::fraction(0.01);
-  value_codec values{};
+  k_spec k = k_spec::fraction(0.01);  ///< how many values to keep: a count, or a fraction of d (default 1%)
+  value_codec values{};  ///< how the kept values travel
+  /// How the indices travel (automatic: the smaller of raw_u32 and delta_varint).
   index_encoding indices = index_encoding::automatic;
   /// Per-layer selection: starts of the segments (first 0, ascending), each keeping the fraction
   /// k of its own elements (k must be a fraction). Empty: one global top-K. The kept values of all
@@ -389,6 +390,9 @@ struct top_k {
   /// Throw what compress would throw for this configuration at dimension d.
   void validate(std::size_t d, const context& ctx) const { checked_k(d, ctx); }
 
+  /// The k largest |v[i]| (ties to the lower index) and their values, into out. Throws config_error
+  /// for k > d or a bad setting, size_error for an empty v or d >= 2^32, non_finite_error for NaN or
+  /// infinity in v.
   template <tensor_element T>
   void compress(std::span<const T> v, message& out, const context& ctx, compress_workspace<T>& ws) const {
     const std::size_t kk = checked_k(v.size(), ctx);
@@ -432,7 +436,7 @@ struct top_k {
   /// top-K takes the unfused path).
   bool fuses_step() const noexcept { return segments.empty(); }
 
-  /// The local step fused with error feedback (ALGORITHMS.md, Sparse-Push steps 1 and 2), first
+  /// The local step fused with error feedback (docs/design/algorithms.md, Sparse-Push steps 1 and 2), first
   /// planned: the indices of the k largest |v|, v = (x - gamma p) + e (the product rounded on its
   /// own, as the node's plain step rounds it), into plan, reading x, p and e once and writing
   /// nothing else. Throws what compress_feedback throws, and non_finite_error naming the first

@@ -30,12 +30,15 @@ inline constexpr value_encoding native_encoding = sizeof(T) == 8 ? value_encodin
 
 /// A value encoding with its parameter (QSGD levels).
 struct value_codec {
+  /// How values travel; native is the tensor's own element type (f32 or f64).
   value_encoding encoding = value_encoding::native;
   std::uint16_t levels = 0;  ///< QSGD s, 1 .. 32767; ignored otherwise
   qsgd_stream stream = qsgd_stream::philox7;  ///< QSGD's random stream; ignored otherwise
 
+  /// Equal when encoding, levels and stream are.
   friend bool operator==(const value_codec&, const value_codec&) = default;
 
+  /// Throws config_error for an unknown encoding or QSGD stream, or QSGD levels out of range.
   void validate() const {
     if (encoding != value_encoding::native && !is_wire(encoding))
       throw config_error("unknown value encoding " +

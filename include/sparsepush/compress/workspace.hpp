@@ -25,6 +25,7 @@ using magnitude_key = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uin
 /// Scratch of the compressors for element type T; pass the same one to every call of a node.
 template <tensor_element T>
 struct compress_workspace {
+  /// The unsigned integer key ordering magnitudes (32 bits for float, 64 for double).
   using key_type = detail::magnitude_key<T>;
 
   std::vector<std::uint32_t> hist;                         ///< top-K: histogram of key bits

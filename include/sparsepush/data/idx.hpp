@@ -32,13 +32,16 @@ class data_error : public error {
 
 /// Images as bytes, row-major: pixels[(i * rows + r) * cols + c].
 struct idx_images {
+  ///@{
+  /// The number of images and each one's rows and columns (28 x 28 for MNIST).
   std::uint32_t count = 0, rows = 0, cols = 0;
-  std::vector<std::uint8_t> pixels;
+  ///@}
+  std::vector<std::uint8_t> pixels;  ///< count rows cols grey levels, 0 .. 255
 };
 
 /// Labels, one byte each.
 struct idx_labels {
-  std::vector<std::uint8_t> labels;
+  std::vector<std::uint8_t> labels;  ///< one class label a sample, in file order
 };
 
 /// Default location of Debian's dataset-fashion-mnist files.
@@ -133,6 +136,8 @@ class gz_reader {
 };
 }  // namespace detail
 
+/// Reads an IDX image file (plain or gzip). Throws data_error naming the file and the problem (not
+/// a regular file, a bad magic or header, fewer bytes than the header announces).
 inline idx_images read_idx_images(const std::string& path) {
   detail::gz_reader in(path);
   const std::uint32_t magic = in.read_be32("the magic number");
@@ -156,6 +161,7 @@ inline idx_images read_idx_images(const std::string& path) {
   return im;
 }
 
+/// Reads an IDX label file (plain or gzip). Throws data_error naming the file and the problem.
 inline idx_labels read_idx_labels(const std::string& path) {
   detail::gz_reader in(path);
   const std::uint32_t magic = in.read_be32("the magic number");
@@ -173,9 +179,12 @@ inline idx_labels read_idx_labels(const std::string& path) {
 
 /// A labelled image set: pixels scaled to [0, 1], labels in [0, classes).
 struct labelled_images {
+  ///@{
+  /// The number of images and each one's rows and columns.
   std::uint32_t count = 0, rows = 0, cols = 0;
-  std::vector<float> pixels;
-  std::vector<std::uint8_t> labels;
+  ///@}
+  std::vector<float> pixels;  ///< count rows cols values in [0, 1] (grey level / 255), row-major per image
+  std::vector<std::uint8_t> labels;  ///< image i's class, below the class count
 };
 
 /// Read an image file and its label file; they must agree in count, labels must be < classes.
@@ -196,9 +205,15 @@ inline labelled_images load_labelled(const std::string& images, const std::strin
 
 /// Fashion-MNIST's train and test sets from a directory with the four standard .gz files.
 struct fashion_mnist {
+  ///@{
+  /// The 60,000 training and 10,000 test images.
   labelled_images train, test;
+  ///@}
 };
 
+/// Fashion-MNIST's training and test sets from the four .gz files in `dir` (by default Debian's
+/// dataset-fashion-mnist directory). Throws data_error when the directory is missing or not a
+/// directory, or a file is missing or malformed.
 inline fashion_mnist load_fashion_mnist(const std::string& dir = default_fashion_mnist_dir()) {
   const std::filesystem::path d(dir);
   std::error_code ec;

@@ -18,10 +18,13 @@ inline namespace v0 {
 
 /// A node's samples and where its minibatches stand.
 struct shard_sampler {
+  ///@{
+  /// The node's sample indices, and this epoch's shuffled order of them.
   std::vector<std::uint32_t> samples, order;
-  std::size_t cursor = 0;
-  std::uint32_t epoch = 0;
-  std::mt19937_64 gen;
+  ///@}
+  std::size_t cursor = 0;  ///< the next position in order
+  std::uint32_t epoch = 0;  ///< the epochs started (each reshuffles order)
+  std::mt19937_64 gen;  ///< the shuffling generator, seeded per node
 
   shard_sampler() = default;
   /// The samples of one node, shuffled with `seed` before the first batch.

@@ -1,5 +1,5 @@
 // sparsepush/gossip/group.hpp: n push-sum nodes (node.hpp) exchanging compressed messages over a
-// schedule and a loopback network: the communication and gossip phases of Sparse-Push (ALGORITHMS.md, steps 2-3):
+// schedule and a loopback network: the communication and gossip phases of Sparse-Push (docs/design/algorithms.md, steps 2-3):
 //   v_i = x_i + e_i;  q_i = C(v_i);  e_i <- v_i - q_i              (error feedback, optional)
 //   x_i <- x_i + eta * ( sum_{j in in(i) + {i}} W[i][j] q_j - q_i )
 //   u_i <- u_i + eta * ( sum_{j in in(i) + {i}} W[i][j] u_j - u_i )
@@ -50,6 +50,7 @@ struct gossip_options {
   /// The block of nodes this group holds, [first_node, first_node + models) of total_nodes
   /// (0: the models are all the nodes). Across processes each one holds its own block.
   std::uint32_t first_node = 0;
+  /// The number of nodes of the whole run, over every process (0: as many as this group's models).
   std::size_t total_nodes = 0;
   /// What the nodes do about envelopes the network lost (node.hpp): plain push-sum loses their
   /// shares, acknowledged keeps them at the sender (sum x and sum u = n conserved).
@@ -60,7 +61,7 @@ struct gossip_options {
   /// Deferred rounds only (every policy but lockstep): a node whose push-sum weight u_i is below
   /// this floor b takes its local step scaled by u_i / b, x_i <- x_i - gamma (u_i / b) p_i, so that
   /// its de-biased model moves by at most gamma p_i / b (see deferred_step_of()). In [0, 1]; 0
-  /// never scales (the step exactly as ALGORITHMS.md writes it, whatever u_i); 1 never lets the
+  /// never scales (the step exactly as docs/design/algorithms.md writes it, whatever u_i); 1 never lets the
   /// de-biased step exceed gamma p_i. Lockstep rounds never scale, whatever the value.
   double step_weight_floor = default_step_weight_floor;
   /// 1/2: measured, see deferred_step_of().
@@ -76,10 +77,17 @@ template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 class push_sum_group {
  public:
+  /// The tensor's element type, float or double.
   using value_type = tensor_value_t<Tensor>;
+  /// Short name of value_type.
   using T = value_type;
+  /// The type of each node.
   using node_type = push_sum_node<Tensor>;
 
+  /// One node per tensor of x0 (node i starts at x0[i], u_i = 1), the nodes first_node,
+  /// first_node + 1, ... of the run. Throws config_error for an empty x0, a block that does not fit
+  /// in total_nodes, eta outside (0, 1] or step_weight_floor outside [0, 1]; size_error when the
+  /// tensors differ in size; non_finite_error when one holds NaN or infinity.
   push_sum_group(std::vector<Tensor> x0, gossip_options opt = {})
       : opt_(opt), pool_(opt.threads), ws_(pool_.size()), blocks_(pool_.size()), cols_(x0.size()), rows_(x0.size()) {
     if (x0.empty()) throw config_error("a push-sum group needs at least one node");
@@ -113,20 +121,29 @@ class push_sum_group {
   std::uint32_t first_node() const noexcept { return opt_.first_node; }
   /// Nodes of the whole run (all groups).
   std::size_t total_nodes() const noexcept { return total_; }
+  /// The number of elements d of every node's model.
   std::size_t dim() const noexcept { return d_; }
+  /// The options the group was built with.
   const gossip_options& options() const noexcept { return opt_; }
 
   /// Node i (its state and steps).
   const node_type& node(std::size_t i) const { return nodes_.at(i); }
+  /// Local node i's push-sum numerator x_i (std::out_of_range for i >= num_nodes()).
   std::span<T> x(std::size_t i) { return nodes_.at(i).x(); }
+  /// Local node i's push-sum numerator x_i, read-only.
   std::span<const T> x(std::size_t i) const { return nodes_.at(i).x(); }
+  /// Local node i's push-sum weight u_i.
   double u(std::size_t i) const { return nodes_.at(i).u(); }
+  /// Local node i's error-feedback residual e_i (empty without error feedback).
   std::span<const T> residual(std::size_t i) const { return nodes_.at(i).residual(); }
+  /// The message local node i sent in the last round.
   const message& last_message(std::size_t i) const { return nodes_.at(i).outgoing(); }
+  /// The tensor holding local node i's x_i, in the caller's type.
   const Tensor& tensor(std::size_t i) const { return nodes_.at(i).tensor(); }
 
   /// xh_i = x_i / u_i.
   void debiased(std::size_t i, std::span<T> out) const { nodes_.at(i).debiased(out); }
+  /// xh_i = x_i / u_i, in a new vector.
   std::vector<T> debiased(std::size_t i) const {
     std::vector<T> out(d_);
     debiased(i, out);
@@ -156,9 +173,9 @@ class push_sum_group {
 
   /// Per-round settings: the consensus step and an optional local step x_i -= gamma * p_i.
   struct step {
-    double eta = 1.0;
+    double eta = 1.0;  ///< the consensus step in (0, 1]
     std::span<const std::vector<T>> directions{};  ///< one per node; empty: no local step
-    double gamma = 0.0;
+    double gamma = 0.0;  ///< the learning rate of the local step
     bool feedback = true;  ///< use error feedback this round (if the group keeps a residual)
     /// The same as views into the caller's storage (used when directions is empty).
     std::span<const std::span<const T>> direction_views{};
@@ -281,7 +298,7 @@ class push_sum_group {
   /// The envelopes local node i still expects (sent to it in rounds it has run, not yet mixed).
   std::span<const awaited> expected(std::size_t i) const { return expected_.at(i); }
 
-  /// Mix every envelope in flight (ALGORITHMS.md, "Drain"): afterwards sum_i x_i and sum_i u_i
+  /// Mix every envelope in flight (docs/design/algorithms.md, "Drain"): afterwards sum_i x_i and sum_i u_i
   /// are exact, as after a lockstep round. Collective over the processes of the run (every
   /// process calls it at the same point): net.posted_rounds() tells every node's count of rounds
   /// posted, each node takes every envelope addressed to it (waiting at most the network's
@@ -365,9 +382,18 @@ class push_sum_group {
   /// the drain) and those it mixed before their round came. Checkpoint section "DEFR"; a drained
   /// group only (save() refuses others).
   struct deferred_state {
+    ///@{
+    /// The round the group continues at (next_round) and the group's common round at the drain
+    /// (common_round).
     std::uint32_t next_round = 0, common_round = 0;
+    ///@}
+    ///@{
+    /// Per local node: the envelopes still expected, and those mixed before their round.
     std::vector<std::vector<awaited>> expected, early;
+    ///@}
   };
+  /// Writes checkpoint section "DEFR" (the deferred_state). Throws config_error unless the group
+  /// was drained (no envelope in flight).
   void save_deferred(checkpoint_writer& w) const {
     if (undrained_) throw config_error("a push-sum group with envelopes in flight cannot be checkpointed: drain() it first");
     w.section("DEFR");
@@ -407,6 +433,7 @@ class push_sum_group {
     }
     return d;
   }
+  /// Applies a deferred_state read by read_deferred().
   void restore_deferred(deferred_state d) noexcept {
     next_round_ = d.next_round;
     common_round_ = d.common_round;
@@ -443,6 +470,7 @@ class push_sum_group {
   double consensus_distance() const { return debiased_divergence<T>(xs(), us()); }
   /// sum_i x_i (in double) and sum_i u_i: conserved by column-stochastic mixing.
   std::vector<double> mass() const { return sparsepush::mass<T>(xs()); }
+  /// sum_i u_i over this group's nodes: n for the whole run unless envelopes were lost.
   double weight_mass() const {
     double s = 0.0;
     for (const auto& nd : nodes_) s += nd.u();
@@ -499,7 +527,7 @@ class push_sum_group {
     }
   }
 
-  /// One deferred round t (policy not lockstep; ALGORITHMS.md, "Asynchronous and overlapped
+  /// One deferred round t (policy not lockstep; docs/design/algorithms.md, "Asynchronous and overlapped
   /// push-sum"): check every node, local step and compress, post and stage the own share, take
   /// what the policy allows (waiting for what it requires), mix. The checks come first, so a
   /// refused round changes nothing.
@@ -592,7 +620,7 @@ class push_sum_group {
   /// Only the local step changes: what is posted and mixed is the same column-stochastic push-sum
   /// of whatever x_i is, so sum_i x_i (plus the envelopes in flight) and sum_i u_i = n are
   /// conserved exactly as before; the step itself is a different (smaller) gradient step.
-  /// Lockstep rounds keep the step as ALGORITHMS.md writes it (their u_i is the schedule's, and
+  /// Lockstep rounds keep the step as docs/design/algorithms.md writes it (their u_i is the schedule's, and
   /// their bits are pinned by tests); a deferred round at a node with u_i >= b has today's bits.
   typename node_type::step deferred_step_of(typename node_type::step ns, double u) const noexcept {
     const double b = opt_.step_weight_floor;

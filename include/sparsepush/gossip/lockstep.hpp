@@ -1,5 +1,5 @@
 // sparsepush/gossip/lockstep.hpp: the lockstep round every gossip algorithm runs (staleness 0 in
-// ALGORITHMS.md, "Asynchronous and overlapped push-sum"): check every node, then at every node
+// docs/design/algorithms.md, "Asynchronous and overlapped push-sum"): check every node, then at every node
 // the local step and compression, post to the out-neighbours, collect round t's envelopes from the
 // in-neighbours (every node posts before any node collects), and mix. Push-sum (one node or a
 // group) and CHOCO-SGD supply the per-node steps; the sequence is written once, here. Also the

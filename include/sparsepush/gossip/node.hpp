@@ -1,4 +1,4 @@
-// sparsepush/gossip/node.hpp: one push-sum node, the unit of the library (ALGORITHMS.md,
+// sparsepush/gossip/node.hpp: one push-sum node, the unit of the library (docs/design/algorithms.md,
 // Sparse-Push steps 1-3). A node holds x_i (the user's tensor), u_i, the residual e_i (only when
 // error feedback is on), its outgoing message, its inbox and its scratch, and does one round in
 // steps against an endpoint:
@@ -86,13 +86,18 @@ template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 class push_sum_node {
  public:
+  /// The tensor's element type, float or double.
   using value_type = tensor_value_t<Tensor>;
+  /// Short name of value_type.
   using T = value_type;
+  /// The settings of one round (node_step).
   using step = node_step<T>;
   /// Coordinates mixed per block: S_i is accumulated for a block in scratch (256 KiB of floats,
   /// L2 resident), then applied to x while the block is warm.
   static constexpr std::size_t mix_block = 65536;
 
+  /// A node whose numerator x_i starts as x0 (u_i = 1, residual zero). Throws non_finite_error when
+  /// x0 holds NaN or infinity.
   explicit push_sum_node(Tensor x0, node_options opt = {}) : opt_(opt), x_(std::move(x0)) {
     d_ = as_const_span(x_).size();
     detail::check_finite(as_const_span(x_), context{opt_.seed, opt_.id, 0}, "initial x");
@@ -100,12 +105,17 @@ class push_sum_node {
     if (d_ <= std::numeric_limits<std::uint32_t>::max()) inbox_.dim = static_cast<std::uint32_t>(d_);
   }
 
+  /// This node's index in the schedule (node_options::id).
   std::uint32_t id() const noexcept { return opt_.id; }
+  /// The number of elements d of the model.
   std::size_t dim() const noexcept { return d_; }
+  /// The options it was built with.
   const node_options& options() const noexcept { return opt_; }
   /// The push-sum numerator x_i.
   std::span<T> x() noexcept { return as_span(x_); }
+  /// The push-sum numerator x_i, read-only.
   std::span<const T> x() const noexcept { return as_const_span(x_); }
+  /// The tensor holding x_i, in the caller's type.
   const Tensor& tensor() const noexcept { return x_; }
   /// The push-sum weight u_i.
   double u() const noexcept { return u_; }
@@ -271,7 +281,7 @@ class push_sum_node {
   /// Whether the last mix() took the O(nnz) path (every message sparse).
   bool last_mix_sparse() const noexcept { return last_sparse_; }
 
-  // Deferred rounds (every policy but lockstep; ALGORITHMS.md, "Asynchronous and overlapped
+  // Deferred rounds (every policy but lockstep; docs/design/algorithms.md, "Asynchronous and overlapped
   // push-sum"): check, local step and compress as in lockstep, post(), stage_own_share(), take()
   // what the policy lets the node mix, mix_taken(). A driver (push_sum_group) keeps the list of
   // envelopes the node still expects and says what take() must wait for.
@@ -359,8 +369,11 @@ class push_sum_node {
 
   /// A node's state as read from a checkpoint (checked against this node), not yet applied.
   struct saved_state {
-    double u = 1.0;
+    double u = 1.0;  ///< the push-sum weight u_i
+    ///@{
+    /// The numerator x_i and the residual e_i (empty when the node keeps none).
     std::vector<T> x, e;
+    ///@}
   };
 
   /// Checkpoint section "NODE": id, dim, u, whether e is kept, x, e. Call between rounds.

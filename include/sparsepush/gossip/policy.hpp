@@ -1,5 +1,5 @@
 // sparsepush/gossip/policy.hpp: how long a node waits for its in-neighbours' envelopes before it
-// mixes (ALGORITHMS.md, "Asynchronous and overlapped push-sum"). In round t, after its local step,
+// mixes (docs/design/algorithms.md, "Asynchronous and overlapped push-sum"). In round t, after its local step,
 // compression and post, a node mixes what has arrived; the policy says what it must wait for:
 //   lockstep            every envelope of round t (staleness 0: today's round, and its bits)
 //   overlap             exactly the envelopes of round t - 1, none of round t: the sends of round t
@@ -28,7 +28,7 @@ enum class wait_kind { lockstep, overlap, bounded, asynchronous };
 
 /// A waiting rule and its bound; build one with staleness(), overlap() or asynchronous().
 struct wait_policy {
-  wait_kind kind = wait_kind::lockstep;
+  wait_kind kind = wait_kind::lockstep;  ///< which waiting rule
   std::uint32_t tau = 0;     ///< bounded: the staleness bound (>= 1)
   std::uint32_t window = 0;  ///< asynchronous: rounds of envelopes a receiver holds per in-neighbour
 
@@ -45,6 +45,7 @@ struct wait_policy {
                          std::to_string(max_window - 1) + "; use the asynchronous policy for no bound)");
     return tau == 0 ? wait_policy{} : wait_policy{wait_kind::bounded, tau, 0};
   }
+  /// Wait for exactly round t - 1's envelopes, none of round t's (sends overlap the next local step).
   static constexpr wait_policy overlap() noexcept { return {wait_kind::overlap, 1, 0}; }
   /// Never wait; a receiver holds at most `window` rounds of envelopes per in-neighbour.
   static wait_policy asynchronous(std::uint32_t window = default_window) {
@@ -54,6 +55,7 @@ struct wait_policy {
     return {wait_kind::asynchronous, 0, window};
   }
 
+  /// True for the lockstep rule (staleness 0).
   bool lockstep() const noexcept { return kind == wait_kind::lockstep; }
   /// Rounds of envelopes a receiver holds per in-neighbour: 1, 2 (overlap), tau + 1, window.
   std::uint32_t inbox_rounds() const noexcept {
@@ -88,6 +90,7 @@ struct wait_policy {
     return true;
   }
 
+  /// Equal when kind, tau and window are.
   friend bool operator==(const wait_policy&, const wait_policy&) = default;
 };
 

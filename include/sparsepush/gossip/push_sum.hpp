@@ -1,6 +1,6 @@
 // sparsepush/gossip/push_sum.hpp: de-biasing and the fused mixing kernel of push-sum.
 // Per node i: numerator x_i (any flat tensor), weight u_i (starts at 1), de-biased model
-// xh_i = x_i / u_i. The gossip update, relaxed by eta (ALGORITHMS.md, Sparse-Push step 3):
+// xh_i = x_i / u_i. The gossip update, relaxed by eta (docs/design/algorithms.md, Sparse-Push step 3):
 //   x_i <- x_i + eta * ( sum_{j in in(i) + {i}} W[i][j] q_j - q_i )
 //   u_i <- u_i + eta * ( sum_{j in in(i) + {i}} W[i][j] u_j - u_i )
 // combine() applies any list of weighted messages to x in one pass over x, block by block (the
@@ -24,8 +24,8 @@ inline namespace v0 {
 
 /// A message with the coefficient it enters a combine with.
 struct weighted_message {
-  const message* msg = nullptr;
-  double coef = 0.0;
+  const message* msg = nullptr;  ///< the message; not owned, must outlive the combine
+  double coef = 0.0;  ///< the factor its values are multiplied by (the share, times eta where a phase scales it)
 };
 
 namespace detail {
@@ -164,7 +164,11 @@ void for_each_value_below(const message& m, std::size_t b, std::size_t e, std::s
 /// Reusable buffers of a combine: the messages split into dense and sparse (in list order) and a
 /// cursor per sparse message. Owned by the caller (a node keeps one).
 struct combine_scratch {
+  ///@{
+  /// The dense and the sparse messages, in list order (set by prepare()).
   std::vector<const weighted_message*> dense, sparse;
+  ///@}
+  /// Per sparse message: the next entry add_block() reads.
   std::vector<std::size_t> cursor;
 
   /// Split `in` (all of dimension d; checked) into dense and sparse, cursors at 0.
@@ -212,6 +216,7 @@ struct combine_scratch {
     }
   }
 
+  /// Bytes the buffers hold (their capacity), for memory accounting.
   std::size_t capacity_bytes() const noexcept {
     return (dense.capacity() + sparse.capacity()) * sizeof(void*) + cursor.capacity() * sizeof(std::size_t);
   }

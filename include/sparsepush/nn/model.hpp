@@ -83,6 +83,7 @@ struct net_scratch {
 /// grows as needed (no allocation once it has seen the largest batch). Not shared across threads.
 class workspace {
  public:
+  /// The scratch of element type T (float or double).
   template <std::floating_point T>
   detail::net_scratch<T>& get() noexcept {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "nn::workspace holds float or double");
@@ -95,6 +96,10 @@ class workspace {
   detail::net_scratch<double> d_;
 };
 
+/// A sequential model of the reference backend (mlp, cnn, cnn_evonorm, cnn_range_evonorm, built by
+/// make()) over one flat parameter buffer that the caller owns: the model holds the layers and
+/// where each one's parameters start, never the parameters. Softmax cross-entropy loss with its
+/// gradient, inference (logits, predict) and the per-step device profile.
 class model {
  public:
   /// The names make() knows.
@@ -183,11 +188,17 @@ class model {
     return m;
   }
 
+  /// The name it was made with ("mlp", "cnn", ...).
   const std::string& name() const { return name_; }
+  /// The length of the flat parameter buffer every call takes.
   std::size_t num_params() const { return param_off_.back(); }
+  /// The number of classes (outputs of the last layer).
   std::size_t num_classes() const { return classes_; }
+  /// The elements of one input image: input_shape().size().
   std::size_t input_size() const { return input_.size(); }
+  /// The shape of one input image (1 x 28 x 28 for Fashion-MNIST).
   shape3 input_shape() const { return input_; }
+  /// The layers, in order.
   const std::vector<layer>& layers() const { return layers_; }
   /// Where layer i's parameters start in the flat buffer (i == layers().size(): num_params()).
   std::size_t param_offset(std::size_t i) const { return param_off_.at(i); }
@@ -201,6 +212,7 @@ class model {
     for (std::size_t i = 0; i < layers_.size(); ++i)
       std::visit([&](const auto& l) { l.init(params.data() + param_off_[i], rng); }, layers_[i]);
   }
+  /// init() for a float buffer (the training path's type).
   void init(std::span<float> params, std::uint64_t seed) const { init<float>(params, seed); }
 
   /// Mean softmax cross-entropy over the batch; grad (same size as params) is overwritten with
@@ -210,6 +222,7 @@ class model {
     check_grad(params.size(), grad.size());
     return float(run<float>(params, images, labels, batch, grad.data(), ws, "loss_and_grad"));
   }
+  /// The same in double (the gradient checks' precision).
   double loss_and_grad(std::span<const double> params, const double* images, const std::uint8_t* labels,
                        std::size_t batch, std::span<double> grad, workspace& ws) const {
     check_grad(params.size(), grad.size());
@@ -225,16 +238,21 @@ class model {
     check_grad(params.size(), grad.size());
     return float(run<float>(params, images, labels, batch, grad.data(), ws, "loss_and_grad", &q));
   }
+  /// The same in double.
   double loss_and_grad(std::span<const double> params, const double* images, const std::uint8_t* labels,
                        std::size_t batch, std::span<double> grad, workspace& ws, const quantization& q) const {
     check_grad(params.size(), grad.size());
     return run<double>(params, images, labels, batch, grad.data(), ws, "loss_and_grad", &q);
   }
 
+  /// Mean softmax cross-entropy of `batch` images (batch x input_size() values) and their labels,
+  /// forward only: nothing is written but ws. Throws size_error when params is not num_params() long
+  /// or batch is 0, config_error for null images or labels or a label out of range.
   float loss(std::span<const float> params, const float* images, const std::uint8_t* labels, std::size_t batch,
              workspace& ws) const {
     return float(run<float>(params, images, labels, batch, nullptr, ws, "loss"));
   }
+  /// The same in double.
   double loss(std::span<const double> params, const double* images, const std::uint8_t* labels, std::size_t batch,
               workspace& ws) const {
     return run<double>(params, images, labels, batch, nullptr, ws, "loss");
@@ -252,6 +270,7 @@ class model {
               workspace& ws) const {
     logits_impl<float>(params, images, batch, out, ws, "logits");
   }
+  /// The same in double.
   void logits(std::span<const double> params, const double* images, std::size_t batch, double* out,
               workspace& ws) const {
     logits_impl<double>(params, images, batch, out, ws, "logits");
@@ -262,6 +281,7 @@ class model {
                workspace& ws) const {
     predict_impl<float>(params, images, batch, out, ws);
   }
+  /// The same in double.
   void predict(std::span<const double> params, const double* images, std::size_t batch, std::uint8_t* out,
                workspace& ws) const {
     predict_impl<double>(params, images, batch, out, ws);

@@ -23,19 +23,24 @@ namespace nn {
 /// SGD with momentum: p = g + wd x; v = momentum v + p; out = nesterov ? p + momentum v : v
 /// (v updated in place). out may alias grad, not velocity (when nesterov).
 struct sgd {
-  double momentum = 0.9;
-  bool nesterov = false;
-  double weight_decay = 0.0;
+  double momentum = 0.9;  ///< the momentum factor, in [0, 1)
+  bool nesterov = false;  ///< Nesterov momentum: out = p + momentum v instead of v
+  double weight_decay = 0.0;  ///< the L2 factor wd added to the gradient (wd x), finite and >= 0
 
+  /// The step direction of gradient grad at params into out, updating the momentum buffer velocity
+  /// in place (see the struct's comment). Throws config_error for bad settings (validate()) and
+  /// size_error when the spans differ in length.
   void direction(std::span<const float> grad, std::span<const float> params, std::span<float> velocity,
                  std::span<float> out) const {
     apply<float>(grad, params, velocity, out);
   }
+  /// The same in double.
   void direction(std::span<const double> grad, std::span<const double> params, std::span<double> velocity,
                  std::span<double> out) const {
     apply<double>(grad, params, velocity, out);
   }
 
+  /// Throws config_error unless momentum is in [0, 1) and weight_decay is finite and >= 0.
   void validate() const {
     if (!(momentum >= 0.0 && momentum < 1.0))
       throw config_error("nn::sgd: momentum " + std::to_string(momentum) + " is not in [0, 1)");
@@ -80,14 +85,18 @@ struct sgd {
 /// t >= round(f total); cosine: base * 0.5 * (1 + cos(pi * progress)),
 /// progress = min(1, (t - warmup) / max(1, total - warmup)).
 struct lr_schedule {
+  /// The shape after warm-up: constant, step decay, or cosine decay.
   enum class kind { constant, step, cosine };
-  double base = 0.05;
-  kind shape = kind::constant;
-  std::uint32_t warmup = 0;
-  double step_factor = 0.1;
+  double base = 0.05;  ///< the learning rate after warm-up (before any decay), finite and >= 0
+  kind shape = kind::constant;  ///< the shape after warm-up
+  std::uint32_t warmup = 0;  ///< rounds of linear warm-up (0: none)
+  double step_factor = 0.1;  ///< step: the factor applied at each point of step_at (> 0)
+  /// Step: the fractions of the total rounds where the rate is multiplied by step_factor, each in [0, 1].
   std::vector<double> step_at = {0.75};
-  bool warmup_from_zero = false;
+  bool warmup_from_zero = false;  ///< warm up from 0 instead of base / 10
 
+  /// Throws config_error unless base is finite and >= 0, step_factor finite and > 0, and every
+  /// step_at in [0, 1].
   void validate() const {
     if (!(base >= 0.0 && std::isfinite(base)))
       throw config_error("nn::lr_schedule: base " + std::to_string(base) + " is not finite and >= 0");
@@ -99,6 +108,8 @@ struct lr_schedule {
                            " is not a fraction in [0, 1]");
   }
 
+  /// The learning rate of round t of `total` rounds (see the struct's comment); throws what
+  /// validate() throws.
   double at(std::uint32_t t, std::uint32_t total) const {
     validate();
     if (t < warmup) {

@@ -35,9 +35,10 @@ namespace nn {
 struct quantization {
   unsigned bits = 0;        ///< 0 (off) or 4..16
   std::uint64_t seed = 0;   ///< stochastic rounding of gradients: key (seed, node, round)
-  std::uint32_t node = 0;
-  std::uint32_t round = 0;
+  std::uint32_t node = 0;  ///< the node taking the step (keys the stochastic rounding)
+  std::uint32_t round = 0;  ///< the round of the step (keys the stochastic rounding)
 
+  /// True when the step is quantized (bits != 0).
   bool on() const noexcept { return bits != 0; }
   /// Throws config_error naming the value unless bits is 0 or in [4, 16].
   void validate(const char* where) const {
@@ -47,7 +48,9 @@ struct quantization {
   }
 };
 
+/// The fewest bits quantized training takes (quantization::bits, when not 0).
 inline constexpr unsigned min_quantization_bits = 4;
+/// The most bits quantized training takes.
 inline constexpr unsigned max_quantization_bits = 16;
 
 /// Min and max of x; throws non_finite_error at the first NaN or infinity.

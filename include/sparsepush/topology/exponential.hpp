@@ -83,8 +83,8 @@ inline periodic_schedule one_peer_exponential(std::size_t n) {
   return detail::rotating_offsets(n, exponential_offsets(n), 1, "exponential");
 }
 
-/// The offsets of SGP's k-peer exponential graph: j (k+1)^i mod n for i = 0 ..
-/// floor(log_{k+1}(n-1)), j = 1 .. k, in that order, duplicates (and 0) kept. Empty if n < 2
+/// The offsets of SGP's k-peer exponential graph: j (k+1)^i mod n for i from 0 to
+/// floor(log_{k+1}(n-1)) and j from 1 to k, in that order, duplicates (and 0) kept. Empty if n < 2
 /// or k < 1.
 inline std::vector<std::size_t> k_peer_exponential_offsets(std::size_t n, std::size_t k) {
   std::vector<std::size_t> list;

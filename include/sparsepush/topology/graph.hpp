@@ -2,7 +2,7 @@
 // W(t)[i][j] is the share of node j's mass that lands at node i in round t. A schedule hands
 // each sender j its column: out-edges (j -> i, W[i][j]) including the self-edge (j -> j, W[j][j]),
 // and each receiver i its row: in-edges (j -> i, W[i][j]) including (i -> i, W[i][i]).
-// Column stochastic: sum_i W[i][j] = 1, entries >= 0, W[j][j] > 0 (ALGORITHMS.md, Notation).
+// Column stochastic: sum_i W[i][j] = 1, entries >= 0, W[j][j] > 0 (docs/design/algorithms.md, Notation).
 // Weight rules: uniform push (keep 1/(m+1), send 1/(m+1) to each of m out-neighbours, as SGP)
 // and Metropolis-Hastings for undirected graphs (W_ij = 1/(1 + max(deg_i, deg_j)), symmetric and
 // doubly stochastic, for D-PSGD / DeepSqueeze / CHOCO).
@@ -27,15 +27,17 @@ class schedule_error : public error {
 
 /// One push: the receiver and the share of the sender's mass it gets (W[to][from]).
 struct out_edge {
-  std::uint32_t to = 0;
-  double share = 0.0;
+  std::uint32_t to = 0;  ///< the receiving node (the sender itself for the self-edge)
+  double share = 0.0;  ///< the fraction of the sender's mass it sends there; a column's shares sum to 1
+  /// Equal when receiver and share are (the share compared exactly).
   friend bool operator==(const out_edge&, const out_edge&) = default;
 };
 
 /// One incoming push: the sender and the share of its mass this node gets (W[node][from]).
 struct in_edge {
-  std::uint32_t from = 0;
-  double share = 0.0;
+  std::uint32_t from = 0;  ///< the sending node (this node itself for the self-edge)
+  double share = 0.0;  ///< the fraction of the sender's mass this node receives
+  /// Equal when sender and share are (the share compared exactly).
   friend bool operator==(const in_edge&, const in_edge&) = default;
 };
 
@@ -43,8 +45,10 @@ struct in_edge {
 class digraph {
  public:
   digraph() = default;
+  /// n nodes and no edges.
   explicit digraph(std::size_t n) : out_(n) {}
 
+  /// The number of nodes n.
   std::size_t num_nodes() const noexcept { return out_.size(); }
 
   /// Add from -> to; a self-loop or a repeated edge is ignored (self-loops are implicit).
@@ -64,7 +68,9 @@ class digraph {
     add_edge(b, a);
   }
 
+  /// The out-neighbours of node i in ascending order, without i itself; i must be < num_nodes().
   std::span<const std::uint32_t> out_neighbours(std::size_t i) const { return out_[i]; }
+  /// True when the edge from -> to was added; `from` must be < num_nodes().
   bool has_edge(std::size_t from, std::size_t to) const {
     return std::binary_search(out_[from].begin(), out_[from].end(), static_cast<std::uint32_t>(to));
   }
@@ -85,6 +91,7 @@ class digraph {
 class mixing_round {
  public:
   mixing_round() = default;
+  /// An empty round for n nodes (no edges); from_columns() builds a real one.
   explicit mixing_round(std::size_t n) : start_(n + 1, 0), row_start_(n + 1, 0) {}
 
   /// Build from per-sender edge lists (each must include the sender's self-edge). Rows list the
@@ -120,6 +127,7 @@ class mixing_round {
     return r;
   }
 
+  /// The number of nodes n (0 for a default-constructed round).
   std::size_t num_nodes() const noexcept { return start_.empty() ? 0 : start_.size() - 1; }
   /// Column `sender` of W: its out-edges, self-edge included, in the order they were given.
   std::span<const out_edge> column(std::size_t sender) const {

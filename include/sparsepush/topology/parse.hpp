@@ -20,20 +20,27 @@ inline namespace v0 {
 /// Any built-in schedule, chosen at run time.
 class any_schedule {
  public:
+  /// The schedules it can hold.
   using variant_type = std::variant<periodic_schedule, random_out_peers>;
+  /// Holds s, a periodic_schedule or random_out_peers (implicit, so either converts where an
+  /// any_schedule is expected).
   template <class S>
     requires std::is_constructible_v<variant_type, S>
   any_schedule(S s) : impl_(std::move(s)) {}  // NOLINT: implicit by design
 
+  /// The number of nodes n of the held schedule.
   std::size_t num_nodes() const {
     return std::visit([](const auto& s) { return s.num_nodes(); }, impl_);
   }
+  /// The held schedule's period (0 when it does not repeat).
   std::size_t period() const {
     return std::visit([](const auto& s) { return s.period(); }, impl_);
   }
+  /// Replaces out with column `node` of W(round) (the held schedule's out_edges).
   void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
     std::visit([&](const auto& s) { s.out_edges(round, node, out); }, impl_);
   }
+  /// Replaces out with row `node` of W(round) (the held schedule's in_edges).
   void in_edges(std::uint64_t round, std::uint32_t node, std::vector<in_edge>& out) const {
     std::visit([&](const auto& s) { s.in_edges(round, node, out); }, impl_);
   }

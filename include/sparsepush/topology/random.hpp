@@ -41,15 +41,21 @@ inline periodic_schedule erdos_renyi_directed(std::size_t n, double p, std::uint
 /// Each round, each node pushes to k distinct uniformly random other nodes.
 class random_out_peers {
  public:
+  /// n nodes each pushing to k others, drawn from `seed` and the round. Throws schedule_error unless
+  /// n >= 2 and 1 <= k < n.
   random_out_peers(std::size_t n, std::size_t k, std::uint64_t seed) : n_(n), k_(k), seed_(seed) {
     if (n < 2) throw schedule_error("random out-peers needs at least 2 nodes");
     if (k < 1 || k >= n)
       throw schedule_error("random out-peers needs 1 <= k < n, got k = " + std::to_string(k) +
                            " with n = " + std::to_string(n));
   }
+  /// The number of nodes n.
   std::size_t num_nodes() const noexcept { return n_; }
+  /// 0: the schedule does not repeat (every round draws new peers).
   std::size_t period() const noexcept { return 0; }
 
+  /// Replaces out with node's self-edge and its k drawn out-edges in round `round`, each with share
+  /// 1 / (k + 1).
   void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
     std::vector<std::uint32_t> picked;
     draw(round, node, picked);

@@ -72,6 +72,8 @@ void in_edges_of(const S& s, std::uint64_t round, std::uint32_t node, std::vecto
 class periodic_schedule {
  public:
   periodic_schedule() = default;
+  /// Repeats `rounds` in order; `name` is what reports call it. Throws schedule_error when rounds is
+  /// empty or the rounds differ in their node counts.
   periodic_schedule(std::vector<mixing_round> rounds, std::string name = "custom")
       : rounds_(std::move(rounds)), name_(std::move(name)) {
     if (rounds_.empty()) throw schedule_error("a periodic schedule needs at least one round");
@@ -82,10 +84,14 @@ class periodic_schedule {
                              std::to_string(rounds_[0].num_nodes()));
   }
 
+  /// The number of nodes n.
   std::size_t num_nodes() const noexcept { return rounds_.empty() ? 0 : rounds_[0].num_nodes(); }
+  /// The number of rounds P before the schedule repeats.
   std::size_t period() const noexcept { return rounds_.size(); }
+  /// The schedule's name, as given (e.g. "time-varying-ring").
   const std::string& name() const noexcept { return name_; }
 
+  /// Replaces out with column `node` of W(round): its out-edges, self-edge included.
   void out_edges(std::uint64_t round, std::uint32_t node, std::vector<out_edge>& out) const {
     const auto col = rounds_[round % rounds_.size()].column(node);
     out.assign(col.begin(), col.end());
@@ -96,6 +102,7 @@ class periodic_schedule {
     const auto row = rounds_[round % rounds_.size()].row(node);
     out.assign(row.begin(), row.end());
   }
+  /// The mixing round used in round `round` (rounds[round mod P]).
   const mixing_round& at(std::uint64_t round) const { return rounds_[round % rounds_.size()]; }
   /// Every round's matrix is symmetric (W = W^T, so doubly stochastic): what D-PSGD, DeepSqueeze
   /// and CHOCO need. A node's shares to its out-neighbours equal its shares from them, exactly.

@@ -20,6 +20,7 @@
 namespace sparsepush {
 inline namespace v0 {
 
+/// How far from 1 a column's shares may sum (check_column), and how far above 1 one share may be.
 inline constexpr double column_sum_tolerance = 1e-6;
 
 /// True when every node reaches every other along the edges of g.

@@ -40,8 +40,11 @@ struct checkpoint_manifest {
 class checkpoint_lock {
  public:
   checkpoint_lock() = default;
+  /// Takes over `fd`, an open descriptor holding the flock on the lock file `path`.
   checkpoint_lock(int fd, std::string path) noexcept : fd_(fd), path_(std::move(path)) {}
+  /// Takes o's lock; o holds none afterwards.
   checkpoint_lock(checkpoint_lock&& o) noexcept : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)) {}
+  /// Releases this lock, then takes o's; o holds none afterwards.
   checkpoint_lock& operator=(checkpoint_lock&& o) noexcept {
     if (this != &o) {
       release();
@@ -54,7 +57,9 @@ class checkpoint_lock {
   checkpoint_lock& operator=(const checkpoint_lock&) = delete;
   ~checkpoint_lock() { release(); }
 
+  /// True while the lock is held.
   bool held() const noexcept { return fd_ >= 0; }
+  /// The lock file's path (DIR/lock).
   const std::string& path() const noexcept { return path_; }
   /// Give the lock up. Closing the descriptor releases the flock; the file stays (removing it
   /// would let a third run lock a new file while a second one still holds the old one).
@@ -71,7 +76,9 @@ class checkpoint_lock {
 /// Paths and files of one checkpoint directory.
 class checkpoint_directory {
  public:
+  /// The directory `dir` (nothing is created or checked here: prepare() does).
   explicit checkpoint_directory(std::string dir) : dir_(std::move(dir)) {}
+  /// The directory's path, as given.
   const std::string& path() const noexcept { return dir_; }
 
   /// Create the directory if missing and check that files can be written there (config_error,
@@ -167,6 +174,8 @@ class checkpoint_directory {
     return {};
   }
 
+  /// Writes DIR/manifest atomically: the round, the process count and the settings text of m.
+  /// Throws checkpoint_error when the file cannot be written.
   void write_manifest(const checkpoint_manifest& m) const {
     checkpoint_writer w;
     w.section("MANI");
@@ -175,6 +184,7 @@ class checkpoint_directory {
     w.str(m.settings);
     write_file_atomic(dir_ + "/manifest", w.finish());
   }
+  /// Reads DIR/manifest; checkpoint_error naming the file when it is missing, corrupted or malformed.
   checkpoint_manifest read_manifest() const {
     const std::string path = dir_ + "/manifest";
     const auto bytes = read_file_bytes(path, std::size_t{1} << 20);

@@ -50,7 +50,11 @@ class csv_log {
     }
     return f_.is_open();
   }
+  /// True while the log file is open.
   bool is_open() const { return f_.is_open(); }
+  /// Appends the row of evaluation s: round, epoch, phase name, loss, node-mean accuracy, averaged
+  /// model accuracy and divergence (empty where not measured), bytes, megabytes, communication ratio,
+  /// wall seconds. A failed write is kept for close() and error().
   void row(const round_status& s, double epoch, const char* phase) {
     std::ostringstream o;
     o << s.round << ',' << epoch << ',' << phase << ',' << s.loss << ',' << s.eval.avg_node_accuracy << ',';
@@ -60,9 +64,11 @@ class csv_log {
       << ',' << s.wall_seconds << '\n';
     f_.write(o.str());
   }
+  /// Flushes the rows written so far (a failure is kept for close() and error()).
   void flush() { f_.flush(); }
   /// Close; false when any write failed (error() names the file and the cause).
   bool close() { return f_.close() && error_.empty(); }
+  /// The first failure, naming the file and its cause ("" when none).
   std::string error() const { return error_.empty() ? f_.error() : error_; }
 
  private:

@@ -1,5 +1,5 @@
 // sparsepush/train/defaults.hpp: the consensus step each compressor trains with by default. With
-// the model itself compressed (a delta-sigma loop, ALGORITHMS.md) eta must shrink with the share
+// the model itself compressed (a delta-sigma loop, docs/design/algorithms.md) eta must shrink with the share
 // of values sent: 1 for identity, 0.2 for QSGD, 0.05 for scaled sign, and for a sparsifier
 // keeping a fraction f: 0.1 at f >= 10%, 0.02 at f >= 1%, 0.01 below; a count k (top-k:1000) is
 // taken as f = 1%, so 0.02.

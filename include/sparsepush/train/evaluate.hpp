@@ -1,5 +1,5 @@
 // sparsepush/train/evaluate.hpp: the metrics of a run, over every node of the processes it spans
-// (ALGORITHMS.md, "Data and metrics"): the average test accuracy of the nodes' models, the
+// (docs/design/algorithms.md, "Data and metrics"): the average test accuracy of the nodes' models, the
 // accuracy of the averaged model mean_i xh_i, and the parameter divergence
 // (1/n) sum_i || xh_i - mean(xh) ||_2 (in double). Each process evaluates its own nodes and
 // sends scalars; the models are summed once across the processes: in node order (ordered, the

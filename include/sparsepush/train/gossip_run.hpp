@@ -4,7 +4,7 @@
 // optimizer changes in place. step() lands that change on the numerator as the direction of SP's
 // local update with gamma = 1 (the optimizer applied its own learning rate):
 //   p_i = xh_i - model_i,   x_i' = x_i - p_i,
-// then runs round t's compression and mix (ALGORITHMS.md, Sparse-Push steps 2-3; CHOCO-SGD's and
+// then runs round t's compression and mix (docs/design/algorithms.md, Sparse-Push steps 2-3; CHOCO-SGD's and
 // the all-reduce's rounds likewise) and writes the new xh_i back into the buffer. finish() runs
 // SCSP's uncompressed final rounds (the count --final-rounds gives, or auto's at the round they
 // start) and mixes what a waiting policy left in flight. save()/restore() carry everything a
@@ -54,12 +54,14 @@ class gossip_run {
 
   /// Nodes this process runs (one model buffer each, in order) and their first node's number.
   std::size_t local_nodes() const noexcept { return local_; }
+  /// The schedule's index of the first node this process runs.
   std::uint32_t first_node() const {
     return std::visit([](const auto& a) -> std::uint32_t {
       if constexpr (requires { a->first_node(); }) return a->first_node();
       else return 0;
     }, alg_);
   }
+  /// The number of elements d of every model buffer.
   std::size_t dim() const noexcept { return dim_; }
   /// The next round to run.
   std::uint32_t round() const noexcept { return round_; }
@@ -67,6 +69,7 @@ class gossip_run {
   bool finished() const noexcept { return finished_; }
   /// SCSP's final rounds that finish() ran (0 before it, and for other algorithms).
   std::uint32_t final_rounds() const noexcept { return final_rounds_; }
+  /// The run_spec the run was built from.
   const run_spec& spec() const noexcept { return spec_; }
 
   /// Round t = round(): models[k] holds node first_node() + k's model after its optimizer's step;
@@ -140,18 +143,21 @@ class gossip_run {
       else return 0;
     }, alg_);
   }
+  /// Envelopes sent by this process's nodes (0 for the all-reduce, which sends none).
   std::size_t messages_sent() const {
     return std::visit([](const auto& a) -> std::size_t {
       if constexpr (requires { a->messages_sent(); }) return a->messages_sent();
       else return 0;
     }, alg_);
   }
+  /// Envelopes of this process's nodes that the network lost.
   std::size_t messages_dropped() const {
     return std::visit([](const auto& a) -> std::size_t {
       if constexpr (requires { a->messages_dropped(); }) return a->messages_dropped();
       else return 0;
     }, alg_);
   }
+  /// The largest staleness mixed by this process's nodes (0 under lockstep).
   std::uint32_t max_staleness() const {
     return std::visit([](const auto& a) -> std::uint32_t {
       if constexpr (requires { a->max_staleness(); }) return a->max_staleness();

@@ -29,6 +29,9 @@ inline namespace v0 {
 /// be cancelled): every later call throws too, and the caller should end the job (MPI_Abort).
 class mpi_process_group {
  public:
+  /// The ranks of net's communicator as one process group, over a duplicate of that communicator.
+  /// Collective: every rank builds one. Throws transport_error when a rank does not join within the
+  /// network's timeout.
   explicit mpi_process_group(mpi_network& net) : net_(&net), gathered_(net.num_nodes()) {
     sent_.reserve(net.local_nodes());  // allgather copies into it: no allocation in a round
     const int r = net.rank(), last = net.ranks() - 1;
@@ -57,10 +60,15 @@ class mpi_process_group {
   mpi_process_group(const mpi_process_group&) = delete;
   mpi_process_group& operator=(const mpi_process_group&) = delete;
 
+  /// This process's rank.
   int rank() const noexcept { return net_->rank(); }
+  /// The number of ranks.
   int ranks() const noexcept { return net_->ranks(); }
+  /// The first node this rank runs.
   std::uint32_t first_node() const noexcept { return net_->first_node(); }
+  /// The nodes this rank runs.
   std::size_t local_nodes() const noexcept { return net_->local_nodes(); }
+  /// The nodes of the run, all ranks together.
   std::size_t total_nodes() const noexcept { return net_->num_nodes(); }
 
   /// Every node's value in node order. `what` names the gather in a timeout's message.
@@ -78,6 +86,7 @@ class mpi_process_group {
         "MPI_Iallgatherv", req, what);
     return gathered_;
   }
+  /// The sum of v over the ranks. `what` names the sum in a timeout's message.
   std::uint64_t sum(std::uint64_t v, std::string_view what = "the sum over the ranks (of a byte count)") const {
     usable();
     sum_in_ = v;
@@ -86,6 +95,7 @@ class mpi_process_group {
         "MPI_Iallreduce", req, what);
     return sum_out_;
   }
+  /// Rank 0's v, on every rank. `what` names the broadcast in a timeout's message.
   double broadcast(double v, std::string_view what = "the broadcast of rank 0's value (the averaged model's accuracy)") const {
     usable();
     bcast_d_ = v;
@@ -93,6 +103,7 @@ class mpi_process_group {
     run(detail::mpi_ibcast(&bcast_d_, 1, MPI_DOUBLE, 0, comm_, &req, !net_->deferred()), "MPI_Ibcast", req, what);
     return bcast_d_;
   }
+  /// Rank 0's v, on every rank. `what` names the broadcast in a timeout's message.
   std::uint32_t broadcast(std::uint32_t v, std::string_view what = "the broadcast of rank 0's round (resume)") const {
     usable();
     bcast_u_ = v;
@@ -155,6 +166,9 @@ class mpi_process_group {
           "MPI_Iallreduce");
     async_start_ = MPI_Wtime();
   }
+  /// True, with the sum of start_sum() into out, when it has completed; false while it has not.
+  /// Throws config_error when no sum was started, transport_error when it has not completed within
+  /// the network's timeout.
   bool test_sum(std::uint64_t& out) {
     usable();
     if (async_req_ == MPI_REQUEST_NULL) throw config_error("test_sum: no sum was started");
@@ -173,6 +187,8 @@ class mpi_process_group {
     return false;
   }
 
+  /// Throws transport_error unless every rank passes the same text (the settings handshake,
+  /// checkpoint barriers); mpi_network::agree.
   void agree(std::string_view text) {
     usable();
     try {
@@ -182,6 +198,7 @@ class mpi_process_group {
       throw;
     }
   }
+  /// Waits until what this rank sent has been delivered (mpi_network::finish): the end of a run.
   void finish() { net_->finish(); }
 
  private:

@@ -99,11 +99,14 @@ class output_file {
     if (!f_) fail_errno();
     return f_ != nullptr;
   }
+  /// True while the file is open.
   bool is_open() const noexcept { return f_ != nullptr; }
+  /// Appends s (nothing when the file is not open; a failure is kept for close() and error()).
   void write(std::string_view s) {
     if (!f_) return;
     if (std::fwrite(s.data(), 1, s.size(), f_) != s.size()) fail_errno();
   }
+  /// Flushes what was written (a failure is kept for close() and error()).
   void flush() {
     if (f_ && std::fflush(f_) != 0) fail_errno();
   }
@@ -116,7 +119,9 @@ class output_file {
     }
     return error_.empty();
   }
+  /// The first failure, naming the file and the system's reason ("" when none).
   const std::string& error() const noexcept { return error_; }
+  /// The file's path, as opened.
   const std::string& path() const noexcept { return path_; }
 
  private:

@@ -97,28 +97,43 @@ V broadcast(G& g, V v, std::string_view what) {
 /// The group of one process running every node.
 class single_process {
  public:
+  /// A process that runs all `nodes` nodes; config_error for 0.
   explicit single_process(std::size_t nodes) : n_(nodes) {
     if (nodes == 0) throw config_error("a run needs at least one node");
   }
+  /// 0: the only process.
   int rank() const noexcept { return 0; }
+  /// 1: the only process.
   int ranks() const noexcept { return 1; }
+  /// 0: this process runs every node.
   std::uint32_t first_node() const noexcept { return 0; }
+  /// Every node.
   std::size_t local_nodes() const noexcept { return n_; }
+  /// The number of nodes of the run.
   std::size_t total_nodes() const noexcept { return n_; }
+  /// Every node's value: mine itself (size_error unless it has one value per node).
   std::vector<double> allgather(std::span<const double> mine) const {
     if (mine.size() != n_)
       throw size_error("allgather: " + std::to_string(mine.size()) + " values for " + std::to_string(n_) + " nodes");
     return {mine.begin(), mine.end()};
   }
+  /// The sum over one process: v.
   std::uint64_t sum(std::uint64_t v) const noexcept { return v; }
+  /// Rank 0's value: v.
   double broadcast(double v) const noexcept { return v; }
+  /// Rank 0's value: v.
   std::uint32_t broadcast(std::uint32_t v) const noexcept { return v; }
+  /// Runs add(), which adds every node in order: nothing to pass on.
   void ordered_sum(std::span<float>, std::span<double>, const std::function<void()>& add) const { add(); }
+  /// The sum over one process: v unchanged.
   void sum_in_place(std::span<double>) const noexcept {}
+  /// Nothing to compare with: one process always agrees.
   void agree(std::string_view) const noexcept {}
+  /// Nothing to wait for.
   void finish() const noexcept {}
   /// The nonblocking sum of one process: complete at once.
   void start_sum(std::uint64_t v) noexcept { pending_ = v; }
+  /// The value of start_sum() into out; true (complete at once).
   bool test_sum(std::uint64_t& out) const noexcept {
     out = pending_;
     return true;

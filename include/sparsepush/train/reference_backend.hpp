@@ -38,11 +38,15 @@ inline const std::vector<std::string>& fashion_mnist_files() {
 /// What a run is made of once its data is known: the shards, the round counts and SCSP's
 /// final-rounds plan.
 struct reference_plan {
-  partition parts;
+  partition parts;  ///< each node's training samples
   std::size_t per_node = 0;  ///< training images per node (for epochs)
+  ///@{
+  /// Rounds with local steps (train_rounds), then SCSP's uncompressed final rounds (final_rounds).
   std::uint32_t train_rounds = 0, final_rounds = 0;
+  ///@}
   std::uint32_t local_steps = 1;  ///< H: minibatches per node in a training round
   final_rounds_plan plan;    ///< SCSP with --final-rounds auto: the count and its bound
+  /// The rounds of the run: train_rounds + final_rounds.
   std::uint32_t rounds() const noexcept { return train_rounds + final_rounds; }
   /// The epochs over each node's shard that `rounds` training rounds of `batch` (H minibatches
   /// each) make.
@@ -122,6 +126,8 @@ inline std::uint64_t shard_seed(std::uint64_t seed, std::size_t i) { return seed
 /// calls (hooks()). Not copyable: the hooks point into it.
 class reference_backend {
  public:
+  /// The nodes [first, first + local) of the run s with plan p over the Fashion-MNIST data fm and the
+  /// model net (fm and net must outlive the backend); each node's model buffer has net's parameters.
   reference_backend(const run_spec& s, const reference_plan& p, const fashion_mnist& fm, const nn::model& net,
                     std::uint32_t first, std::size_t local)
       : s_(s), fm_(&fm), net_(&net), first_(first), local_(local), d_(net.num_params()), in_(net.input_size()),

@@ -37,7 +37,7 @@ struct reference_io {
 
 /// What a reference run ended with.
 struct reference_outcome {
-  train_result result;
+  train_result result;  ///< the trainer's result
   summary_value summary;                    ///< null on a diverged run (and on ranks other than 0)
   std::vector<std::string> failed_outputs;  ///< outputs that could not be written, each naming its file
   /// sparsepush-train's exit code: 0, 2 (an output failed) or 3 (diverged)

@@ -30,7 +30,7 @@ inline namespace v0 {
 
 /// What an algorithm of a run is, as the rules ask it (never by comparing names elsewhere).
 struct algorithm_info {
-  std::string_view name;
+  std::string_view name;  ///< the --algorithm value: sp, scsp, sgp, dpsgd, deepsqueeze, choco or centralized
   bool graph = true;         ///< it sends messages over a schedule (false: centralized, no waiting policy)
   bool symmetric = false;    ///< it needs a symmetric, doubly stochastic schedule
   bool compresses = true;    ///< it takes a compressor (false: whole models, identity)
@@ -57,8 +57,11 @@ inline constexpr algorithm_info run_algorithms[] = {
 /// --straggler NODES:FACTOR checked: nodes first..last (inclusive) take FACTOR times as long per
 /// local step (they sleep (FACTOR - 1) x the measured compute time of each step).
 struct straggler {
+  ///@{
+  /// The slowed nodes: first..last, inclusive.
   std::uint32_t first = 0, last = 0;
-  double factor = 1;
+  ///@}
+  double factor = 1;  ///< how many times as long each of their local steps takes, in (1, 1000]
 };
 
 /// Which processes must agree on a field: every number a checkpoint resumes with (`numbers`, in
@@ -71,11 +74,17 @@ struct field_info {
   /// It configures the gossip, not the local training: a training loop of its own takes it
   /// (sparsepush.torch.GossipOptimizer), where learning rates, batches and data are its own.
   bool gossip = false;
-  std::string_view help;
-  field_role role = field_role::numbers;
+  std::string_view help;  ///< the option's help text (--help, Python's docstrings)
+  field_role role = field_role::numbers;  ///< which processes must agree on the field
   std::string_view key = {};   ///< its key in the fingerprint (role numbers; empty: the option with '_')
+  ///@{
+  /// The bounds of a numeric field (infinite: none).
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  ///@}
+  ///@{
+  /// Whether lo and hi themselves are excluded.
   bool lo_open = false, hi_open = false;
+  ///@}
   std::string_view choices = {};  ///< "a,b,c": the values it takes (text fields)
   std::string_view omit_if = {};  ///< the fingerprint leaves the key out at this value (earlier versions had none)
   std::string_view shown_default = {};  ///< the default as --help prints it, where a field is optional
@@ -367,29 +376,44 @@ struct run_spec {
   }
 
   // ---- the values a run uses: given, or the default (which may depend on other fields)
+  /// --schedule, or its default: undirected-ring for an algorithm that needs a symmetric schedule,
+  /// time-varying-ring otherwise.
   std::string schedule_spec() const {
     return schedule.value_or(info().symmetric ? "undirected-ring" : "time-varying-ring");
   }
+  /// --compressor, or top-k:0.01; identity for an algorithm that sends whole models.
   std::string compressor_spec() const { return info().compresses ? compressor.value_or("top-k:0.01") : "identity"; }
+  /// --eta, or its default: the compressor's default eta (1 for an uncompressed graph algorithm).
   double eta_value() const {
     if (eta) return *eta;
     return info().compresses || !info().graph ? default_eta(parse_compressor(compressor_spec())) : 1.0;
   }
+  /// --final-rounds, or auto.
   std::string final_rounds_spec() const { return final_rounds.value_or("auto"); }
+  /// --final-compressor, or identity.
   std::string final_compressor_spec() const { return final_compressor.value_or("identity"); }
   /// SCSP's final eta; other algorithms have none (the fingerprint writes -1 for it).
   std::optional<double> final_eta_value() const {
     if (!info().final_rounds) return std::nullopt;
     return final_eta ? *final_eta : default_eta(parse_compressor(final_compressor_spec()));
   }
+  /// --final-tolerance, or 1e-3.
   double final_tolerance_value() const { return final_tolerance.value_or(1e-3); }
+  /// --skew, or 0.8.
   double skew_value() const { return skew.value_or(0.8); }
+  /// --dirichlet, or 0 (no Dirichlet partition).
   double dirichlet_value() const { return dirichlet.value_or(0); }
+  /// --consensus-step, or 0.5.
   double consensus_step_value() const { return consensus_step.value_or(0.5); }
+  /// --drop-probability, or 0.
   double drop_value() const { return drop_probability.value_or(0); }
+  /// --loss-recovery, or ack.
   std::string loss_recovery_value() const { return loss_recovery.value_or("ack"); }
+  /// --eval-reduce, or ordered.
   std::string eval_reduce_value() const { return eval_reduce.value_or("ordered"); }
+  /// --outer-lr, or 1 (no outer step).
   double outer_lr_value() const { return outer_lr.value_or(1.0); }
+  /// --outer-momentum, or 0.
   double outer_momentum_value() const { return outer_momentum.value_or(0.0); }
   /// Whether rounds take an outer step (--outer-lr other than 1, or --outer-momentum above 0).
   bool outer_step() const { return outer_lr_value() != 1.0 || outer_momentum_value() != 0.0; }
@@ -398,6 +422,8 @@ struct run_spec {
     if (bits) return *bits == 32 ? 0 : *bits;
     return precision.value_or("fp32") == "int8" ? 8 : 0;
   }
+  /// The waiting policy: overlap with --overlap, else that of --staleness (lockstep by default).
+  /// Throws config_error for a malformed --staleness.
   wait_policy policy() const { return overlap ? wait_policy::overlap() : parse_staleness(staleness.value_or("0")); }
   /// The in-process delay model's largest delay (0: none; over MPI the network's own).
   std::uint32_t max_delay_value() const {
@@ -406,9 +432,11 @@ struct run_spec {
     if (transport == "mpi" || !(p.kind == wait_kind::bounded || p.kind == wait_kind::asynchronous)) return 0;
     return p.kind == wait_kind::bounded ? p.tau : 4;
   }
+  /// --threads, or 2 (1 with the simulated clock).
   std::size_t threads_value() const { return threads.value_or(simulated_clock ? 1 : 2); }
   /// Where checkpoints go: --checkpoint, or the --resume directory (empty: none).
   std::string checkpoint_dir() const { return checkpoint ? *checkpoint : resume.value_or(""); }
+  /// True when the run is over MPI (--transport mpi).
   bool mpi() const { return transport == "mpi"; }
 
   /// --straggler's specs checked against the nodes: each NODES:FACTOR, NODES a node or an

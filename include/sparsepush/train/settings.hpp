@@ -32,11 +32,15 @@ class run_settings {
     items_.emplace_back(std::string(key), std::move(v));
     return *this;
   }
+  /// A text setting (as add(key, std::string_view)).
   run_settings& add(std::string_view key, const char* value) { return add(key, std::string_view(value)); }
+  /// A text setting (as add(key, std::string_view)).
   run_settings& add(std::string_view key, const std::string& value) { return add(key, std::string_view(value)); }
   /// A double, written so that it reads back to the same bits (-0 and 0 differ).
   run_settings& add(std::string_view key, double value) { return add(key, std::string_view(exact(value))); }
+  /// A flag, written "1" or "0".
   run_settings& add(std::string_view key, bool value) { return add(key, std::string_view(value ? "1" : "0")); }
+  /// An integer, in decimal.
   template <class I>
     requires std::is_integral_v<I> && (!std::is_same_v<I, bool>)
   run_settings& add(std::string_view key, I value) {
@@ -65,6 +69,7 @@ class run_settings {
     return r;
   }
 
+  /// The (key, value) pairs in the order they were added, values as written (';' and '%' escaped).
   const std::vector<std::pair<std::string, std::string>>& items() const noexcept { return items_; }
   /// The same settings in the same order (what absent_means() says is not compared).
   friend bool operator==(const run_settings& a, const run_settings& b) { return a.items_ == b.items_; }

@@ -2,7 +2,7 @@
 // Round t at every node this process runs: p_i = step(xh_i) on the algorithm's threads (the
 // user's backend: a minibatch gradient and its optimizer), then alg.round(t, p, lr(t)); with H
 // local steps, H such steps land on a copy of the numerator, an optional outer step follows, and
-// the round pushes their sum (ALGORITHMS.md, "Local steps and an outer step"). Every `eval_every`
+// the round pushes their sum (docs/design/algorithms.md, "Local steps and an outer step"). Every `eval_every`
 // rounds each node's own model is tested (scalars travel), and every `eval_average_every` rounds
 // and after the last also the averaged model and the divergence (evaluate.hpp); every
 // `checkpoint_every` rounds a checkpoint that resume continues bit for bit (a resumed run's
@@ -50,6 +50,12 @@ inline namespace v0 {
 template <tensor_element T, process_group G>
 class trainer {
  public:
+  /// A run over `group` with `settings` (compared across processes and stored in checkpoints), the
+  /// options `opt`, the local training `backend` and callbacks `cb`. Throws config_error for
+  /// settings out of range: no rounds, local_steps 0, outer_lr not finite and positive,
+  /// outer_momentum outside [0, 1), target_accuracy outside (0, 1], no lr schedule, a backend without
+  /// step, direction or accuracy, eval_split without share_accuracy, a resume round without a
+  /// resume directory.
   trainer(G& group, run_settings settings, trainer_options opt, local_training<T> backend, trainer_callbacks cb = {})
       : group_(&group), settings_(std::move(settings)), opt_(std::move(opt)), be_(std::move(backend)),
         cb_(std::move(cb)) {
@@ -75,7 +81,9 @@ class trainer {
     last_loss_.assign(group.local_nodes(), 0.0);
   }
 
+  /// The run's settings.
   const run_settings& settings() const noexcept { return settings_; }
+  /// The options, with the defaults filled in (eval_every, checkpoint_every, train_rounds...).
   const trainer_options& options() const noexcept { return opt_; }
 
   /// The round the run starts at. Collective; run() calls it if the caller did not. Every
@@ -488,7 +496,7 @@ class trainer {
     }
   }
 
-  /// Round t's H local steps and outer step at every node this process runs (ALGORITHMS.md,
+  /// Round t's H local steps and outer step at every node this process runs (docs/design/algorithms.md,
   /// "Local steps and an outer step"), on a copy w_i of the numerator x_i (u_i does not change
   /// before the mix): for h < H, p = step(w_i / u_i), w_i -= gamma_h p with gamma_h the rate of
   /// local step lr_round H + h; then, with an outer step, p_o = zs_i - w_i / u_i (zs_i = x_i / u_i,

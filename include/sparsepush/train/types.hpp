@@ -63,12 +63,12 @@ struct trainer_options {
   std::uint32_t train_rounds = 0;    ///< rounds that may take a local step (0: all of them)
   /// learning rate of local step s (round t's steps are t H ... t H + H - 1; with H = 1, round t's)
   std::function<double(std::uint32_t)> lr;
-  /// H >= 1: local steps each node takes in a training round before it communicates (ALGORITHMS:
+  /// H >= 1: local steps each node takes in a training round before it communicates (docs/design/algorithms.md,
   /// "Local steps and an outer step"); 1 is the plain round, bit for bit
   std::uint32_t local_steps = 1;
   /// The outer step on each round's de-biased change before the push: rate gamma_o > 0 and
   /// Nesterov momentum beta in [0, 1); gamma_o = 1 with beta = 0 is no outer step
-  double outer_lr = 1.0, outer_momentum = 0.0;
+  double outer_lr = 1.0, outer_momentum = 0.0;  ///< the outer step's Nesterov momentum beta in [0, 1)
   std::uint32_t eval_every = 0;      ///< rounds between evaluations (0: about 10 a run)
   /// rounds between evaluations that also measure the averaged model and the divergence (which
   /// sum the models over the nodes, and under a waiting policy first mix what is in flight); 0:
@@ -106,7 +106,7 @@ struct trainer_options {
 /// anyway: evaluations (the last round is one) and checkpoints. `loss_known` says which.
 struct round_status {
   std::uint32_t round = 0;      ///< rounds done (t + 1)
-  std::uint32_t rounds = 0;
+  std::uint32_t rounds = 0;  ///< the run's total rounds
   /// mean minibatch loss over every node in this round when loss_known; otherwise the last mean
   /// known (0 before the first), the same on every process
   double loss = 0.0;
@@ -146,16 +146,17 @@ struct trainer_callbacks {
 
 /// The result of a run, the same on every process.
 struct train_result {
-  bool diverged = false;
+  bool diverged = false;  ///< the divergence guard stopped the run
   std::string reason;                 ///< the guard's reason when diverged
   std::uint32_t resumed_at = 0;       ///< the round the run started at
-  std::uint32_t rounds_done = 0;
+  std::uint32_t rounds_done = 0;  ///< the rounds run (resumed ones included)
   /// the run's first and last mean loss (the last known: a run the guard stopped between the
   /// gathers of several processes reports the one before; first_loss is 0 if none was gathered)
-  double first_loss = 0.0, loss = 0.0;
+  double first_loss = 0.0, loss = 0.0;  ///< the last mean loss known
   evaluation eval;                    ///< the last evaluation
   round_report report;                ///< bytes of every process at the last evaluation
   std::optional<std::size_t> bytes_after_training;  ///< bytes sent in the rounds without local step (carried over a resume)
+  /// Envelopes sent by every process's nodes (messages_sent) and those lost (messages_dropped).
   std::size_t messages_sent = 0, messages_dropped = 0;  ///< every process's
   std::optional<double> weight_mass;  ///< sum_i u_i over every node, in node order (push-sum only)
   /// The bytes of state this process's first node holds at the end: its buffers' capacity, which
@@ -178,9 +179,10 @@ struct train_result {
     std::uint64_t bytes = 0;          ///< bytes sent by every node until it
     std::uint64_t local_steps = 0;    ///< local steps of every node together until it
     double seconds = 0.0;             ///< wall seconds from the first round to its end (training and evaluations)
+    /// Of seconds: the part inside rounds (train_seconds) and inside evaluations (eval_seconds).
     double train_seconds = 0.0, eval_seconds = 0.0;  ///< of which inside rounds, inside evaluations
   };
-  std::optional<target_reached> target;
+  std::optional<target_reached> target;  ///< the first evaluation that reached the target accuracy, if any
   /// Every node's count of local steps, in node order (carried over a resume). Lockstep: the
   /// training rounds; the asynchronous policy over several processes: each node's own count,
   /// which together make at most n x the training rounds x H (the global step budget) and less by

@@ -20,9 +20,9 @@ inline namespace v0 {
 /// One envelope's way through the network: round t, sender j, receiver i. Loss queries take it
 /// whole (lost({.round = t, .from = j, .to = i})), so that a call names which number is which.
 struct route {
-  std::uint32_t round = 0;
-  std::uint32_t from = 0;
-  std::uint32_t to = 0;
+  std::uint32_t round = 0;  ///< the sender's round t
+  std::uint32_t from = 0;  ///< the sender j
+  std::uint32_t to = 0;  ///< the receiver i
 };
 
 /// Injected message loss: the envelope of round t from node j to node i != j is lost with
@@ -32,9 +32,10 @@ struct route {
 /// networks lose the same envelopes.
 struct loss_model {
   double probability = 0.0;  ///< in [0, 1)
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;  ///< keys the loss decisions (the run's seed)
   std::size_t nodes = 0;     ///< n of the run
 
+  /// True when any envelope can be lost (probability > 0).
   bool active() const noexcept { return probability > 0.0; }
   /// Is the envelope on route r lost? (Never for r.from == r.to.)
   bool lost(const route& r) const noexcept {
@@ -53,15 +54,19 @@ struct loss_model {
 /// counted at i - first. A node's counters are written only by the thread that posts for it.
 class byte_ledger {
  public:
+  /// Zero counters for `nodes` nodes, the first of them node `first` of the run.
   byte_ledger(std::size_t nodes, std::size_t first = 0)
       : first_(first), sent_(nodes, 0), messages_(nodes, 0), dropped_(nodes, 0) {}
+  /// Counts one envelope of `bytes` bytes (header included) sent by node `node`.
   void add(std::size_t node, std::size_t bytes) noexcept {
     sent_[node - first_] += bytes;
     ++messages_[node - first_];
   }
   /// One of node's sent envelopes was lost on the way (it still counts as sent).
   void drop(std::size_t node) noexcept { ++dropped_[node - first_]; }
+  /// Envelopes of node `node` that were lost (std::out_of_range outside the ledger's nodes).
   std::size_t messages_dropped(std::size_t node) const { return dropped_.at(node - first_); }
+  /// Lost envelopes of all the ledger's nodes.
   std::size_t total_dropped() const noexcept {
     std::size_t s = 0;
     for (auto m : dropped_) s += m;
@@ -97,13 +102,17 @@ class byte_ledger {
     load(out.dropped_, "messages dropped");
     return out;
   }
+  /// Bytes node `node` has sent, headers included (std::out_of_range outside the ledger's nodes).
   std::size_t bytes_sent(std::size_t node) const { return sent_.at(node - first_); }
+  /// Envelopes node `node` has sent, lost ones included.
   std::size_t messages_sent(std::size_t node) const { return messages_.at(node - first_); }
+  /// Bytes sent by all the ledger's nodes.
   std::size_t total_bytes() const noexcept {
     std::size_t s = 0;
     for (auto b : sent_) s += b;
     return s;
   }
+  /// Envelopes sent by all the ledger's nodes.
   std::size_t total_messages() const noexcept {
     std::size_t s = 0;
     for (auto m : messages_) s += m;
@@ -129,16 +138,20 @@ class network_accounting {
 
   /// Bytes hosted node i (a schedule index) has sent, envelope headers included.
   std::size_t bytes_sent(std::size_t node) const { return ledger_.bytes_sent(node); }
+  /// Envelopes hosted node i has sent, lost ones included.
   std::size_t messages_sent(std::size_t node) const { return ledger_.messages_sent(node); }
   /// Envelopes of hosted node i that were lost (they count as sent).
   std::size_t messages_dropped(std::size_t node) const { return ledger_.messages_dropped(node); }
   /// Bytes, messages and lost envelopes of all hosted nodes.
   std::size_t total_bytes() const noexcept { return ledger_.total_bytes(); }
+  /// Envelopes sent by all hosted nodes.
   std::size_t total_messages() const noexcept { return ledger_.total_messages(); }
+  /// Envelopes of all hosted nodes that were lost.
   std::size_t messages_dropped() const noexcept { return ledger_.total_dropped(); }
 
   /// Was the envelope on route r lost? (The sender's acknowledgement; see loss_model.)
   bool lost(const route& r) const noexcept { return loss_.lost(r); }
+  /// The injected loss model.
   const loss_model& loss() const noexcept { return loss_; }
 
   /// Checkpoint the byte ledger of the hosted nodes (bytes, messages, drops).

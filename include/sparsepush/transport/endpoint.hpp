@@ -1,4 +1,4 @@
-// sparsepush/transport/endpoint.hpp: one node's link to the network (ALGORITHMS.md, sender-side
+// sparsepush/transport/endpoint.hpp: one node's link to the network (docs/design/algorithms.md, sender-side
 // weighting). In round t node j posts one envelope (j, t, W[i][j], u_j, q_j) to each out-neighbour
 // i; node i then collects round t's envelopes from exactly its in-neighbours and sums what arrived.
 // On the wire an envelope is a 24-byte header (sender u32, round u32, share f64, weight f64, all
@@ -32,17 +32,19 @@ class transport_error : public error {
 
 /// What arrives at a node: the sender, the share it assigned, its weight and its message.
 struct envelope {
-  std::uint32_t from = 0;
-  double share = 0.0;
-  double u = 1.0;
+  std::uint32_t from = 0;  ///< the sending node
+  double share = 0.0;  ///< the share of its mass the sender assigned to this receiver (W[receiver][from])
+  double u = 1.0;  ///< the sender's push-sum weight u_j when it sent
+  /// The sender's message; owned by the transport or the inbox, valid until the next round.
   const message* msg = nullptr;
   std::uint32_t round = 0;  ///< the sender's round
 };
 
 /// An envelope a receiver waits for: sender `from`'s envelope of round `round`.
 struct awaited {
-  std::uint32_t round = 0;
-  std::uint32_t from = 0;
+  std::uint32_t round = 0;  ///< the sender's round
+  std::uint32_t from = 0;  ///< the sender
+  /// Equal when round and sender are.
   friend bool operator==(const awaited&, const awaited&) = default;
 };
 
@@ -53,14 +55,15 @@ inline constexpr std::uint32_t all_rounds = 0xffffffffu;
 /// A node's received envelopes for one round, ascending by sender, and the storage of the
 /// messages decoded from bytes (transports that copy; by-reference transports leave it empty).
 struct inbox {
-  std::vector<envelope> envelopes;
-  std::vector<message> decoded;
+  std::vector<envelope> envelopes;  ///< this round's envelopes, ascending by sender
+  std::vector<message> decoded;  ///< the messages decoded from bytes, which the envelopes point into
   /// Buffers a decode parses into before it swaps them in (see decode()), so that decoding
   /// allocates nothing in steady state.
   message spare;
   /// The receiver's dimension: a decoded message of another dim is refused (0: any).
   std::uint32_t dim = 0;
 
+  /// Forgets the envelopes (the decoded buffers keep their capacity).
   void clear() noexcept { envelopes.clear(); }
   /// Bytes of buffer this inbox keeps between rounds.
   std::size_t capacity_bytes() const noexcept {
@@ -106,11 +109,16 @@ concept deferred_endpoint = endpoint<E> && requires(E& ep, std::uint32_t now, st
 template <class Net>
 class network_endpoint {
  public:
+  /// The endpoint of node `node` on net (not checked here: Net::endpoint checks it).
   network_endpoint(Net& net, std::uint32_t node) : net_(&net), node_(node) {}
+  /// The node this endpoint serves.
   std::uint32_t node() const noexcept { return node_; }
+  /// Sends node's message m with weight u to the receivers `out` of round `round` (Net::post).
   void post(std::uint32_t round, std::span<const out_edge> out, double u, const message& m) {
     net_->post(node_, round, out, u, m);
   }
+  /// Fills box with node's envelopes of round `round` from the senders `in`, waiting for them
+  /// (Net::collect).
   void collect(std::uint32_t round, std::span<const in_edge> in, inbox& box) { net_->collect(node_, round, in, box); }
   /// The deferred endpoint's take() (deferred_endpoint), where the network has one.
   void take(std::uint32_t now, std::uint32_t upto, std::span<const awaited> must, inbox& box,
@@ -133,10 +141,10 @@ class network_endpoint {
 
 /// The header of an encoded envelope.
 struct envelope_header {
-  std::uint32_t from = 0;
-  std::uint32_t round = 0;
-  double share = 0.0;
-  double u = 1.0;
+  std::uint32_t from = 0;  ///< the sending node
+  std::uint32_t round = 0;  ///< the sender's round
+  double share = 0.0;  ///< the share the sender assigned to the receiver
+  double u = 1.0;  ///< the sender's push-sum weight
 };
 
 /// Bytes that the frame of any message with m's value count, value section and dimension fits

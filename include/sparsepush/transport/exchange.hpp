@@ -1,7 +1,7 @@
 // sparsepush/transport/exchange.hpp: one node of a run in this process, its frames moved by a
 // function the caller supplies (torch.distributed point-to-point, a user's message layer). In
 // round t node j sends the frame (j, t, W[i][j], u_j, q_j) (endpoint.hpp) to each out-neighbour
-// i != j, and receives round t's frames from exactly its in-neighbours (ALGORITHMS.md, sender-side
+// i != j, and receives round t's frames from exactly its in-neighbours (docs/design/algorithms.md, sender-side
 // weighting); ledger as every network (accounting.hpp), so the same run counts the same bytes.
 #pragma once
 
@@ -21,8 +21,8 @@ inline namespace v0 {
 
 /// One frame a node sends in a round: to node `to`, the envelope's bytes (valid during the call).
 struct outgoing_frame {
-  std::uint32_t to = 0;
-  std::span<const std::byte> bytes;
+  std::uint32_t to = 0;  ///< the receiving node
+  std::span<const std::byte> bytes;  ///< the encoded envelope
 };
 
 /// Moves one round's frames: send each of `sends` to its node, and fill `received` with exactly one
@@ -46,6 +46,8 @@ using exchange_endpoint = network_endpoint<exchange_network>;
 /// queries (bytes_sent, total_bytes, save, ...) are network_accounting's, for this node.
 class exchange_network : public network_accounting {
  public:
+  /// Node `node` of a run of `nodes` nodes, whose frames `exchange` moves. Throws config_error when
+  /// node >= nodes or exchange is empty.
   exchange_network(std::size_t nodes, std::uint32_t node, frame_exchange exchange)
       : network_accounting(nodes, 0.0, 0), node_(node), exchange_(std::move(exchange)) {
     if (node >= nodes)
@@ -58,7 +60,9 @@ class exchange_network : public network_accounting {
 
   /// The one node this network hosts.
   std::uint32_t node() const noexcept { return node_; }
+  /// The hosted node (the network hosts one).
   std::uint32_t first_node() const noexcept { return node_; }
+  /// 1: the network hosts one node.
   std::size_t local_nodes() const noexcept { return 1; }
   /// The hosted node's endpoint; any other node is a config_error.
   exchange_endpoint endpoint(std::uint32_t node) {

@@ -23,12 +23,12 @@ inline namespace v0 {
 
 /// One delivery, as recorded by the trace.
 struct delivery {
-  std::uint32_t round = 0;
-  std::uint32_t from = 0;
-  std::uint32_t to = 0;
-  double share = 0.0;
-  std::size_t bytes = 0;
-  bool dropped = false;
+  std::uint32_t round = 0;  ///< the sender's round
+  std::uint32_t from = 0;  ///< the sender
+  std::uint32_t to = 0;  ///< the receiver
+  double share = 0.0;  ///< the share sent
+  std::size_t bytes = 0;  ///< the envelope's size on the wire, header included
+  bool dropped = false;  ///< lost by the injected loss
 };
 
 /// How the loopback hands a message to its receivers. Every mode gives the same bits.
@@ -51,7 +51,7 @@ struct loopback_options {
   double drop_probability = 0.0;  ///< each non-self message is lost with this probability
   std::uint64_t seed = 0;         ///< keys the loss decisions
   bool trace = false;             ///< record every delivery
-  loopback_mode mode = loopback_mode::copied;
+  loopback_mode mode = loopback_mode::copied;  ///< how a message reaches its receivers (same bits in every mode)
   /// How long collect() waits for a missing envelope before it throws transport_error.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   /// The delay model of deferred rounds (take(), gossip/policy.hpp): the envelope of round s from
@@ -80,6 +80,8 @@ using loopback_endpoint = network_endpoint<loopback_network>;
 /// queries (bytes_sent, messages_dropped, lost, save, ...) are network_accounting's.
 class loopback_network : public network_accounting {
  public:
+  /// n nodes in this process. Throws config_error for n = 0, a drop probability outside [0, 1) or a
+  /// timeout that is not positive.
   explicit loopback_network(std::size_t n, loopback_options opt = {})
       : network_accounting(n, opt.drop_probability, opt.seed), opt_(opt), boxes_(n), pools_(n) {
     if (opt.timeout.count() <= 0) throw config_error("loopback timeout must be positive");
@@ -87,7 +89,9 @@ class loopback_network : public network_accounting {
 
   /// Every node is local to a loopback: nodes [0, num_nodes()).
   std::uint32_t first_node() const noexcept { return 0; }
+  /// Every node: num_nodes().
   std::size_t local_nodes() const noexcept { return num_nodes(); }
+  /// The options the network was built with.
   const loopback_options& options() const noexcept { return opt_; }
   /// Node `node`'s endpoint (the one check of the node id).
   loopback_endpoint endpoint(std::uint32_t node) {
@@ -123,6 +127,7 @@ class loopback_network : public network_accounting {
 
   /// Every delivery so far (with options().trace); read it while no node posts.
   const std::vector<delivery>& trace() const noexcept { return trace_; }
+  /// Forgets the recorded deliveries; call while no node posts.
   void clear_trace() { trace_.clear(); }
 
  private:

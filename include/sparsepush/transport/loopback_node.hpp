@@ -20,6 +20,8 @@ inline namespace v0 {
 /// Node `node` of a shared loopback_network (which must outlive the view).
 class loopback_node {
  public:
+  /// The view of node `node` of net. Throws config_error when node >= net.num_nodes() or net is in
+  /// by_reference mode.
   loopback_node(loopback_network& net, std::uint32_t node) : net_(&net), node_(node) {
     if (node >= net.num_nodes())
       throw config_error("loopback node " + std::to_string(node) + " of a network of " + std::to_string(net.num_nodes()) +
@@ -29,10 +31,15 @@ class loopback_node {
                          "sender's message, which its next round overwrites)");
   }
 
+  /// The number of nodes of the shared network.
   std::size_t num_nodes() const noexcept { return net_->num_nodes(); }
+  /// This view's node (the only one it hosts).
   std::uint32_t first_node() const noexcept { return node_; }
+  /// 1: the view hosts one node.
   std::size_t local_nodes() const noexcept { return 1; }
+  /// The shared network's options.
   const loopback_options& options() const noexcept { return net_->options(); }
+  /// The shared network.
   loopback_network& network() const noexcept { return *net_; }
 
   /// The node's endpoint (config_error for any other node).
@@ -42,15 +49,22 @@ class loopback_node {
                          "'s");
     return net_->endpoint(node);
   }
+  /// Was the envelope on route r lost? (The shared network's loss model.)
   bool lost(const route& r) const noexcept { return net_->lost(r); }
+  /// The shared network's loss model.
   const loss_model& loss() const noexcept { return net_->loss(); }
 
   /// The node's counts (since a restore: the restored counts plus what it sent since).
   std::size_t bytes_sent(std::size_t node) const { return count(node, 0); }
+  /// Envelopes the node has sent (`node` must be this view's node).
   std::size_t messages_sent(std::size_t node) const { return count(node, 1); }
+  /// Envelopes of the node that were lost (`node` must be this view's node).
   std::size_t messages_dropped(std::size_t node) const { return count(node, 2); }
+  /// Bytes this view's node has sent, headers included.
   std::size_t total_bytes() const { return bytes_sent(node_); }
+  /// Envelopes this view's node has sent.
   std::size_t total_messages() const { return messages_sent(node_); }
+  /// Envelopes of this view's node that were lost.
   std::size_t messages_dropped() const { return messages_dropped(node_); }
 
   /// The node's ledger, in the format of a one-node network's (section "LDGR").
@@ -60,7 +74,10 @@ class loopback_node {
     w.u64(1);
     for (int k = 0; k < 3; ++k) w.values(std::vector<std::uint64_t>{count(node_, k)});
   }
+  /// Reads a ledger saved by save() for this node (checkpoint_error when it is another node's),
+  /// without changing the counts.
   byte_ledger read_ledger(checkpoint_reader& r) const { return byte_ledger(1, node_).read(r); }
+  /// Sets the node's counts to those of l (a read_ledger() result).
   void restore_ledger(const byte_ledger& l) noexcept {
     base_[0] = l.bytes_sent(node_);
     base_[1] = l.messages_sent(node_);

@@ -60,19 +60,25 @@ constexpr bool is_wire(index_encoding e) noexcept { return static_cast<std::uint
 
 /// The key of random-K's index stream: the (seed, node, round) the compressor drew with.
 struct index_stream_key {
-  std::uint64_t seed = 0;
-  std::uint32_t node = 0;
-  std::uint32_t round = 0;
+  std::uint64_t seed = 0;  ///< the run's seed
+  std::uint32_t node = 0;  ///< the sending node
+  std::uint32_t round = 0;  ///< the round the indices were drawn in
+  /// Equal when seed, node and round are.
   friend bool operator==(const index_stream_key&, const index_stream_key&) = default;
 };
 
 /// Bytes of a seeded index section.
 inline constexpr std::size_t seeded_index_bytes = 16;
 
+/// Bytes of an encoded message's header, before the index and value sections.
 inline constexpr std::size_t message_header_bytes = 32;
+/// The wire format's version, byte 4 of every header; a decoder refuses any other.
 inline constexpr std::uint8_t message_version = 1;
+/// The most QSGD levels s a message carries.
 inline constexpr std::uint16_t max_qsgd_levels = 32767;
 
+/// The encoding's name: "native", "fp64", "fp32", "fp16", "bf16", "int8", "sign", "qsgd" ("?" for
+/// a value outside the enumeration).
 inline const char* to_string(value_encoding e) noexcept {
   switch (e) {
     case value_encoding::native: return "native";
@@ -87,6 +93,8 @@ inline const char* to_string(value_encoding e) noexcept {
   return "?";
 }
 
+/// The encoding's name: "dense", "u32", "varint", "seeded", "auto" ("?" for a value outside the
+/// enumeration).
 inline const char* to_string(index_encoding e) noexcept {
   switch (e) {
     case index_encoding::dense: return "dense";

@@ -20,13 +20,21 @@
 
 namespace sparsepush {
 inline namespace v0 {
+/// The reference CPU training backend: layers, sequential models over a flat parameter buffer,
+/// momentum SGD with its learning-rate schedule, and simulated low-precision training.
 namespace nn {
 
 /// Shape of one sample: channels x rows x columns (a vector of n features is n x 1 x 1).
 struct shape3 {
+  ///@{
+  /// Channels c, rows h and columns w.
   std::size_t c = 1, h = 1, w = 1;
+  ///@}
+  /// Elements of one sample: c h w.
   constexpr std::size_t size() const noexcept { return c * h * w; }
+  /// "CxHxW", e.g. "1x28x28", for messages and model summaries.
   std::string str() const { return std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w); }
+  /// Equal when c, h and w are.
   friend constexpr bool operator==(const shape3&, const shape3&) = default;
 };
 
@@ -34,9 +42,12 @@ struct shape3 {
 /// algorithm differs between standard libraries, this one does not).
 class normal_rng {
  public:
+  /// A sampler seeded with `seed`: the same seed gives the same numbers on every platform.
   explicit normal_rng(std::uint64_t seed) : gen_(seed) {}
   /// Uniform in (0, 1), 53 random bits.
   double uniform() { return (static_cast<double>(gen_() >> 11) + 0.5) * 0x1.0p-53; }
+  /// A standard normal number (mean 0, sd 1); Box-Muller, which makes two at a time and returns the
+  /// second on the next call.
   double normal() {
     if (has_spare_) {
       has_spare_ = false;
@@ -58,11 +69,20 @@ class normal_rng {
 /// Reusable scratch of the layers (im2col columns, per-channel sums); grows, never shrinks.
 template <std::floating_point T>
 struct layer_scratch {
+  ///@{
+  /// im2col columns and their gradient (conv2d); other layers' per-group temporaries.
   std::vector<T> cols, dcols;
-  std::vector<double> acc;
-  std::vector<T> packed, packed2;  ///< transposed or padded operands of the matrix products
+  ///@}
+  std::vector<double> acc;  ///< per-channel sums in double (the norm layers' parameter gradients)
+  ///@{
+  /// Transposed or padded operands of the matrix products.
+  std::vector<T> packed, packed2;
+  ///@}
   std::vector<const T*> rows;       ///< row pointers of an operand made of shifted windows
-  std::vector<T> wide, flipped;     ///< conv2d: a product over padded rows; the flipped kernel
+  ///@{
+  /// conv2d: a product over padded rows; the flipped kernel.
+  std::vector<T> wide, flipped;
+  ///@}
   std::vector<T> padded;            ///< conv2d: the zero-padded input the columns are copied from
 };
 

@@ -21,10 +21,16 @@ namespace nn {
 /// 2-D convolution, square kernel, stride and zero padding; W is out_c x (in_c k k), then b.
 /// Per sample: im2col into a (in_c k k) x (oh ow) matrix, then one GEMM W * cols.
 struct conv2d {
-  shape3 in{};
+  shape3 in{};  ///< shape of one input sample
+  ///@{
+  /// Output channels, kernel size k (k x k), stride and zero padding.
   std::size_t out_c = 0, k = 3, stride = 1, pad = 0;
-  shape3 out{};
+  ///@}
+  shape3 out{};  ///< shape of one output sample
 
+  /// A convolution of samples of shape `input` into `out_channels` channels with a kernel x kernel
+  /// window, stride `stride_` and zero padding `pad_`. Throws config_error for a zero size, a padding
+  /// not below the kernel, or a kernel larger than the padded input.
   conv2d(shape3 input, std::size_t out_channels, std::size_t kernel, std::size_t stride_ = 1, std::size_t pad_ = 0)
       : in(input), out_c(out_channels), k(kernel), stride(stride_), pad(pad_) {
     const std::string where = "conv2d(" + in.str() + " -> " + std::to_string(out_c) + ", k " + std::to_string(k) +
@@ -34,19 +40,28 @@ struct conv2d {
     detail::require(in.h + 2 * pad >= k && in.w + 2 * pad >= k, where + "kernel larger than the padded input");
     out = {out_c, detail::window_out(in.h, k, stride, pad), detail::window_out(in.w, k, stride, pad)};
   }
+  /// The shape of one input sample.
   shape3 in_shape() const { return in; }
+  /// The shape of one output sample: out_c x oh x ow, oh = (h + 2 pad - k) / stride + 1 (likewise ow).
   shape3 out_shape() const { return out; }
+  /// Inputs of one output value: in_c k k.
   std::size_t fan_in() const { return in.c * k * k; }
+  /// out_c fan_in() weights, then out_c biases.
   std::size_t num_params() const { return out_c * fan_in() + out_c; }
+  /// One line for the model summary: the layer, its shapes and its parameter count.
   std::string describe() const {
     return "conv2d " + in.str() + " -> " + out.str() + " (k " + std::to_string(k) + ", stride " +
            std::to_string(stride) + ", pad " + std::to_string(pad) + "), " + std::to_string(num_params()) + " params";
   }
+  /// Floating-point operations of the forward pass, per sample (the device profile's estimate).
   double flops_forward() const { return (2.0 * double(fan_in()) + 1.0) * double(out.size()); }
+  /// Floating-point operations of the backward pass, per sample; need_dx: the input gradient is
+  /// computed too (every layer but the first).
   double flops_backward(bool need_dx) const {
     return (need_dx ? 4.0 : 2.0) * double(fan_in()) * double(out.size()) + double(out.size());
   }
 
+  /// He normal weights (sd = sqrt(2 / fan_in())) and zero biases into p, drawn from rng.
   template <std::floating_point T>
   void init(T* p, normal_rng& rng) const {
     detail::fill_normal(p, out_c * fan_in(), std::sqrt(2.0 / double(fan_in())), rng);

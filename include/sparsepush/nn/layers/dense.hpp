@@ -19,20 +19,29 @@ namespace nn {
 
 /// Fully connected: y = W x + b, W is out x in (row-major), then b; the input is flattened.
 struct dense {
-  shape3 in{};
-  std::size_t out = 0;
+  shape3 in{};  ///< shape of one input sample
+  std::size_t out = 0;  ///< number of output features
 
+  /// A fully connected layer from samples of shape `input` (flattened) to `out_features` outputs;
+  /// config_error when either size is 0.
   dense(shape3 input, std::size_t out_features) : in(input), out(out_features) {
     detail::require(in.size() > 0 && out > 0, "dense: input size " + in.str() + " and " + std::to_string(out) +
                                                   " outputs must be positive");
   }
+  /// The shape of one input sample.
   shape3 in_shape() const { return in; }
+  /// The shape of one output sample: out x 1 x 1.
   shape3 out_shape() const { return {out, 1, 1}; }
+  /// out in.size() weights, then out biases.
   std::size_t num_params() const { return out * in.size() + out; }
+  /// One line for the model summary: the layer, its shapes and its parameter count.
   std::string describe() const {
     return "dense " + in.str() + " -> " + std::to_string(out) + ", " + std::to_string(num_params()) + " params";
   }
+  /// Floating-point operations of the forward pass, per sample (the device profile's estimate).
   double flops_forward() const { return 2.0 * double(in.size()) * double(out) + double(out); }
+  /// Floating-point operations of the backward pass, per sample; need_dx: the input gradient is
+  /// computed too (every layer but the first).
   double flops_backward(bool need_dx) const {
     return (need_dx ? 4.0 : 2.0) * double(in.size()) * double(out) + double(out);
   }

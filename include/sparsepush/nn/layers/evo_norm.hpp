@@ -22,23 +22,33 @@ namespace nn {
 /// y = x sigmoid(v_c x) / sqrt(var_group(x) + eps) gamma_c + beta_c. It replaces norm + activation.
 /// Parameters: gamma[c], beta[c], v[c] (initialised 1, 0, 1).
 struct evo_norm_s0 {
-  shape3 in{};
-  std::size_t groups = 1;
-  double eps = 1e-5;
+  shape3 in{};  ///< shape of one input sample
+  std::size_t groups = 1;  ///< number of channel groups (divides c)
+  double eps = 1e-5;  ///< added to the variance before the square root (> 0)
 
+  /// EvoNorm-S0 on samples of shape `input` in `groups_` groups of channels. Throws config_error
+  /// unless the channels split into groups_ equal groups and eps_ > 0.
   evo_norm_s0(shape3 input, std::size_t groups_, double eps_ = 1e-5) : in(input), groups(groups_), eps(eps_) {
     detail::check_groups("evo_norm_s0", in, groups);
     detail::require(eps > 0, "evo_norm_s0: eps must be positive");
   }
+  /// The shape of one input sample.
   shape3 in_shape() const { return in; }
+  /// The shape of one output sample: the input's.
   shape3 out_shape() const { return in; }
+  /// 3 c: gamma[c], beta[c], v[c].
   std::size_t num_params() const { return 3 * in.c; }
+  /// One line for the model summary: the layer, its shapes and its parameter count.
   std::string describe() const {
     return "evo_norm_s0 " + in.str() + " (groups " + std::to_string(groups) + "), " +
            std::to_string(num_params()) + " params";
   }
+  /// Floating-point operations of the forward pass, per sample (the device profile's estimate).
   double flops_forward() const { return 12.0 * double(in.size()); }
+  /// Floating-point operations of the backward pass, per sample; need_dx: the input gradient is
+  /// computed too (every layer but the first).
   double flops_backward(bool need_dx) const { return (need_dx ? 20.0 : 12.0) * double(in.size()); }
+  /// gamma = 1, beta = 0, v = 1 into p.
   template <std::floating_point T>
   void init(T* p, normal_rng&) const {
     detail::fill_value(p, in.c, T(1));
@@ -46,6 +56,8 @@ struct evo_norm_s0 {
     detail::fill_value(p + 2 * in.c, in.c, T(1));
   }
 
+  /// y = the layer applied to x, for `batch` samples (NCHW, sample-major); p is this layer's
+  /// parameter slice, unused by a layer without parameters.
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
     using namespace detail;
@@ -61,6 +73,9 @@ struct evo_norm_s0 {
     }
   }
 
+  /// The backward pass for `batch` samples, from dy (the loss gradient at the output y = forward(x)):
+  /// the parameter gradient into dp (overwritten; none for a layer without parameters) and, unless dx
+  /// is null, the input gradient into dx.
   template <std::floating_point T>
   void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
                 layer_scratch<T>& scratch) const {
@@ -112,11 +127,15 @@ struct evo_norm_s0 {
 /// code) that leaves m >= 2. max and min are piecewise linear: the gradient of s_g goes to each
 /// chunk's (first) argmax and argmin, C(m) / K each with their signs.
 struct range_evo_norm {
-  shape3 in{};
-  std::size_t groups = 1;
-  double eps = 1e-5;
+  shape3 in{};  ///< shape of one input sample
+  std::size_t groups = 1;  ///< number of channel groups (divides c)
+  double eps = 1e-5;  ///< added to the variance before the square root (> 0)
   std::size_t chunks = 16;  ///< K: chunks per group, after construction a divisor of the group size
 
+  /// Range-EvoNorm on samples of shape `input` in `groups_` groups of channels, the range taken over
+  /// `chunks_` chunks per group (at most; the largest divisor of the group size up to it). Throws
+  /// config_error unless the channels split into groups_ equal groups of at least 2 elements, eps_ > 0
+  /// and chunks_ >= 1.
   range_evo_norm(shape3 input, std::size_t groups_, double eps_ = 1e-5, std::size_t chunks_ = 16)
       : in(input), groups(groups_), eps(eps_) {
     detail::check_groups("range_evo_norm", in, groups);
@@ -131,15 +150,23 @@ struct range_evo_norm {
         break;
       }
   }
+  /// The shape of one input sample.
   shape3 in_shape() const { return in; }
+  /// The shape of one output sample: the input's.
   shape3 out_shape() const { return in; }
+  /// 3 c: gamma[c], beta[c], v[c].
   std::size_t num_params() const { return 3 * in.c; }
+  /// One line for the model summary: the layer, its shapes and its parameter count.
   std::string describe() const {
     return "range_evo_norm " + in.str() + " (groups " + std::to_string(groups) + ", chunks " +
            std::to_string(chunks) + "), " + std::to_string(num_params()) + " params";
   }
+  /// Floating-point operations of the forward pass, per sample (the device profile's estimate).
   double flops_forward() const { return 10.0 * double(in.size()); }
+  /// Floating-point operations of the backward pass, per sample; need_dx: the input gradient is
+  /// computed too (every layer but the first).
   double flops_backward(bool need_dx) const { return (need_dx ? 16.0 : 12.0) * double(in.size()); }
+  /// gamma = 1, beta = 0, v = 1 into p.
   template <std::floating_point T>
   void init(T* p, normal_rng&) const {
     detail::fill_value(p, in.c, T(1));
@@ -173,6 +200,8 @@ struct range_evo_norm {
     return sum / double(chunks);
   }
 
+  /// y = the layer applied to x, for `batch` samples (NCHW, sample-major); p is this layer's
+  /// parameter slice, unused by a layer without parameters.
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
@@ -188,6 +217,9 @@ struct range_evo_norm {
     }
   }
 
+  /// The backward pass for `batch` samples, from dy (the loss gradient at the output y = forward(x)):
+  /// the parameter gradient into dp (overwritten; none for a layer without parameters) and, unless dx
+  /// is null, the input gradient into dx.
   template <std::floating_point T>
   void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
                 layer_scratch<T>& scratch) const {

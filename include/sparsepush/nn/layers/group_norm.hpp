@@ -26,29 +26,41 @@ namespace nn {
 /// Group normalization (Wu and He 2018): per sample and group of c/groups channels,
 /// y = gamma_c (x - mean) / sqrt(var + eps) + beta_c. Parameters: gamma[c], then beta[c].
 struct group_norm {
-  shape3 in{};
-  std::size_t groups = 1;
-  double eps = 1e-5;
+  shape3 in{};  ///< shape of one input sample
+  std::size_t groups = 1;  ///< number of channel groups (divides c)
+  double eps = 1e-5;  ///< added to the variance before the square root (> 0)
 
+  /// Group normalization of samples of shape `input` in `groups_` groups of channels. Throws
+  /// config_error unless the channels split into groups_ equal groups and eps_ > 0.
   group_norm(shape3 input, std::size_t groups_, double eps_ = 1e-5) : in(input), groups(groups_), eps(eps_) {
     detail::check_groups("group_norm", in, groups);
     detail::require(eps > 0, "group_norm: eps must be positive");
   }
+  /// The shape of one input sample.
   shape3 in_shape() const { return in; }
+  /// The shape of one output sample: the input's.
   shape3 out_shape() const { return in; }
+  /// 2 c: gamma[c], then beta[c].
   std::size_t num_params() const { return 2 * in.c; }
+  /// One line for the model summary: the layer, its shapes and its parameter count.
   std::string describe() const {
     return "group_norm " + in.str() + " (groups " + std::to_string(groups) + "), " + std::to_string(num_params()) +
            " params";
   }
+  /// Floating-point operations of the forward pass, per sample (the device profile's estimate).
   double flops_forward() const { return 7.0 * double(in.size()); }
+  /// Floating-point operations of the backward pass, per sample; need_dx: the input gradient is
+  /// computed too (every layer but the first).
   double flops_backward(bool need_dx) const { return (need_dx ? 12.0 : 6.0) * double(in.size()); }
+  /// gamma = 1 and beta = 0 into p.
   template <std::floating_point T>
   void init(T* p, normal_rng&) const {
     detail::fill_value(p, in.c, T(1));
     detail::fill_value(p + in.c, in.c, T(0));
   }
 
+  /// y = the layer applied to x, for `batch` samples (NCHW, sample-major); p is this layer's
+  /// parameter slice, unused by a layer without parameters.
   template <std::floating_point T>
   void forward(const T* p, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
     const std::size_t cpg = in.c / groups, hw = in.h * in.w, n = cpg * hw;
@@ -126,6 +138,9 @@ struct group_norm {
     }
   }
 
+  /// The backward pass for `batch` samples, from dy (the loss gradient at the output y = forward(x)):
+  /// the parameter gradient into dp (overwritten; none for a layer without parameters) and, unless dx
+  /// is null, the input gradient into dx.
   template <std::floating_point T>
   void backward(const T* p, const T* x, const T*, const T* dy, T* dx, T* dp, std::size_t batch,
                 layer_scratch<T>& s) const {

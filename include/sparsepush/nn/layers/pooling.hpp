@@ -18,10 +18,16 @@ namespace nn {
 /// x[c][oh s .. oh s + k)[ow s .. ow s + k).
 template <bool Max>
 struct pool2d {
-  shape3 in{};
+  shape3 in{};  ///< shape of one input sample
+  ///@{
+  /// Window size k (k x k) and stride.
   std::size_t k = 2, stride = 2;
-  shape3 out{};
+  ///@}
+  shape3 out{};  ///< shape of one output sample
 
+  /// Pooling of samples of shape `input` with a kernel x kernel window at stride `stride_` (0: the
+  /// kernel size). Throws config_error for an empty input, a zero kernel or a window larger than the
+  /// input.
   pool2d(shape3 input, std::size_t kernel = 2, std::size_t stride_ = 0)
       : in(input), k(kernel), stride(stride_ ? stride_ : kernel) {
     const std::string where = std::string(Max ? "max_pool2d(" : "avg_pool2d(") + in.str() + ", k " +
@@ -30,18 +36,28 @@ struct pool2d {
     detail::require(in.h >= k && in.w >= k, where + "window larger than the input");
     out = {in.c, detail::window_out(in.h, k, stride, 0), detail::window_out(in.w, k, stride, 0)};
   }
+  /// The shape of one input sample.
   shape3 in_shape() const { return in; }
+  /// The shape of one output sample: c x floor((h - k) / stride + 1) x floor((w - k) / stride + 1).
   shape3 out_shape() const { return out; }
+  /// 0: no parameters.
   std::size_t num_params() const { return 0; }
+  /// One line for the model summary: the layer, its shapes and its parameter count.
   std::string describe() const {
     return std::string(Max ? "max_pool2d " : "avg_pool2d ") + in.str() + " -> " + out.str() + " (k " +
            std::to_string(k) + ", stride " + std::to_string(stride) + "), 0 params";
   }
+  /// Floating-point operations of the forward pass, per sample (the device profile's estimate).
   double flops_forward() const { return double(k * k) * double(out.size()); }
+  /// Floating-point operations of the backward pass, per sample; need_dx: the input gradient is
+  /// computed too (every layer but the first).
   double flops_backward(bool need_dx) const { return need_dx ? double(k * k + 1) * double(out.size()) : 0.0; }
+  /// Nothing to initialize: the layer has no parameters.
   template <std::floating_point T>
   void init(T*, normal_rng&) const {}
 
+  /// y = the layer applied to x, for `batch` samples (NCHW, sample-major); p is this layer's
+  /// parameter slice, unused by a layer without parameters.
   template <std::floating_point T>
   void forward(const T*, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
     const T scale = T(1) / T(k * k);
@@ -138,24 +154,37 @@ struct pool2d {
     }
   }
 };
+/// Max pooling (the gradient goes to the first maximum of each window).
 using max_pool2d = pool2d<true>;
+/// Average pooling.
 using avg_pool2d = pool2d<false>;
 
 /// Global average pooling: c x h x w -> c x 1 x 1.
 struct global_avg_pool {
-  shape3 in{};
+  shape3 in{};  ///< shape of one input sample
+  /// Global average pooling of samples of shape `input`; config_error when it is empty.
   explicit global_avg_pool(shape3 input) : in(input) {
     detail::require(in.size() > 0, "global_avg_pool: empty input " + in.str());
   }
+  /// The shape of one input sample.
   shape3 in_shape() const { return in; }
+  /// The shape of one output sample: c x 1 x 1.
   shape3 out_shape() const { return {in.c, 1, 1}; }
+  /// 0: no parameters.
   std::size_t num_params() const { return 0; }
+  /// One line for the model summary: the layer, its shapes and its parameter count.
   std::string describe() const { return "global_avg_pool " + in.str() + " -> " + out_shape().str() + ", 0 params"; }
+  /// Floating-point operations of the forward pass, per sample (the device profile's estimate).
   double flops_forward() const { return double(in.size()); }
+  /// Floating-point operations of the backward pass, per sample; need_dx: the input gradient is
+  /// computed too (every layer but the first).
   double flops_backward(bool need_dx) const { return need_dx ? double(in.size()) : 0.0; }
+  /// Nothing to initialize: the layer has no parameters.
   template <std::floating_point T>
   void init(T*, normal_rng&) const {}
 
+  /// y = the layer applied to x, for `batch` samples (NCHW, sample-major); p is this layer's
+  /// parameter slice, unused by a layer without parameters.
   template <std::floating_point T>
   void forward(const T*, const T* x, T* y, std::size_t batch, layer_scratch<T>&) const {
     const std::size_t hw = in.h * in.w;
@@ -165,6 +194,9 @@ struct global_avg_pool {
       y[m] = acc / T(hw);
     }
   }
+  /// The backward pass for `batch` samples, from dy (the loss gradient at the output y = forward(x)):
+  /// the parameter gradient into dp (overwritten; none for a layer without parameters) and, unless dx
+  /// is null, the input gradient into dx.
   template <std::floating_point T>
   void backward(const T*, const T*, const T*, const T* dy, T* dx, T*, std::size_t batch, layer_scratch<T>&) const {
     if (!dx) return;

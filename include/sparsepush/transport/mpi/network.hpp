@@ -139,17 +139,23 @@ class mpi_network : public network_accounting {
 
   /// The block of nodes on this rank: [first_node(), first_node() + local_nodes()).
   std::uint32_t first_node() const noexcept { return static_cast<std::uint32_t>(first_); }
+  /// The number of nodes on this rank.
   std::size_t local_nodes() const noexcept { return local_; }
+  /// This process's rank in the communicator.
   int rank() const noexcept { return rank_; }
+  /// The number of ranks.
   int ranks() const noexcept { return size_; }
+  /// The network's communicator (its own duplicate of the one it was given).
   MPI_Comm comm() const noexcept { return comm_; }
   /// The rank hosting node i.
   int owner(std::uint32_t i) const noexcept {
     const std::size_t big = extra_ * (base_ + 1);
     return static_cast<int>(i < big ? i / (base_ + 1) : extra_ + (i - big) / (base_ ? base_ : 1));
   }
+  /// True when node i is on this rank.
   bool is_local(std::uint32_t i) const noexcept { return i >= first_ && i < first_ + local_; }
 
+  /// Local node `node`'s endpoint; config_error when this rank does not host it.
   mpi_endpoint endpoint(std::uint32_t node) {
     if (!is_local(node))
       throw config_error("MPI rank " + std::to_string(rank_) + " hosts nodes [" + std::to_string(first_) + ", " +
@@ -257,12 +263,14 @@ class mpi_network : public network_accounting {
       else pause.pause();
     }
   }
+  /// wait() for one request.
   void wait(MPI_Request& req, std::string_view what) { wait(std::span<MPI_Request>(&req, 1), what); }
   /// The timeout of every wait on other ranks.
   std::chrono::milliseconds timeout() const noexcept { return opt_.timeout; }
 
   /// The network's waiting policy (mpi_options::policy); deferred() unless it is lockstep.
   const wait_policy& policy() const noexcept { return opt_.policy; }
+  /// True unless the policy is lockstep: envelopes are taken as they arrive.
   bool deferred() const noexcept { return deferred_; }
 
   /// Deferred mode: envelopes that have arrived for local node `node` and were not taken yet.
@@ -278,7 +286,9 @@ class mpi_network : public network_accounting {
   /// the highs are reached depends on the ranks' timing.
   std::size_t buffer_growths() const noexcept { return growths_; }
 
+  /// Where this rank's time went in the network's calls.
   const mpi_timing& timing() const noexcept { return timing_; }
+  /// Sets every timing to zero.
   void reset_timing() noexcept { timing_ = {}; }
 
  private:
