@@ -9,7 +9,7 @@ SparsePushGossipRound (args d, nodes) with nodes passes, i.e. its ratio is time 
 DenseScale): the cost of a Sparse-Push round in units of one pass over every node's model.
 Standard library only.
 
-After the tables, the goals of the speed work (issue 25) are printed one row each, with the goal
+After the tables, the goals of the speed work are printed one row each, with the goal
 and a check mark (or n/a where the run lacks the benchmarks a row needs); --train-summary adds the
 rows of a sparsepush-train run (the 16-node, exponential, 6-epoch, --threads 1 run: training
 seconds, wall seconds and the evaluation's share of the wall time). Then the bounds: kernels that
@@ -337,7 +337,7 @@ def main():
         print("| what | sparsepush | peer | peer images/s | ratio (sparsepush / peer) |")
         print("|---|--:|---|--:|--:|")
         print("\n".join(nn))
-    print("\ngoals (issue 25), measured in this run:")
+    print("\ngoals of the speed work, measured in this run:")
     print("| row | measured | goal | met |")
     print("|---|--:|--:|:-:|")
     print("\n".join(goal_rows(args, results)))

@@ -68,7 +68,7 @@ int main() {
   const std::string file = (std::filesystem::temp_directory_path() / "sparsepush-lossy-resume.ckpt").string();
   for (std::uint32_t t = 0; t < rounds / 2; ++t) bp.round(part, t);
   {
-    auto& alg = part;  // NOLINT: the README's name
+    auto& alg = part;  // NOLINT: the name docs/guide/checkpoints.md uses
     // [readme-save-begin]
     sp::checkpoint_writer w;
     alg.save(w);                         // sparse_push, choco, centralized; push_sum_node::save too
@@ -78,7 +78,7 @@ int main() {
   std::vector<std::vector<double>> saved_velocity = bp.velocity;  // the backend keeps its own state
 
   {
-    auto& alg = resumed;  // NOLINT: the README's name
+    auto& alg = resumed;  // NOLINT: the name docs/guide/checkpoints.md uses
     // [readme-restore-begin]
     const auto bytes = sp::read_file_bytes(file);
     sp::checkpoint_reader r(bytes, file);  // checks magic, version, length, CRC

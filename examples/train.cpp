@@ -22,7 +22,7 @@
 #include <vector>
 #include <unistd.h>
 
-#include <sparsepush/train/reference_run.hpp>
+#include "train_instances.hpp"  // sparsepush/train/reference_run.hpp and the instances compiled apart
 #include <sparsepush/train/run_spec.hpp>
 #ifdef SPARSEPUSH_HAS_MPI
 #include <sparsepush/train/mpi.hpp>

@@ -1,4 +1,4 @@
-# The README's headers-only install, on a machine with nothing but CMake and a compiler: configure
+# The headers-only install of docs/dev/building.md, on a machine with nothing but CMake and a compiler: configure
 # SOURCE_DIR with default options (ARGS simulate missing packages), install without building into
 # a temporary prefix, then check that the headers, the package config and a version file that
 # matches include/sparsepush/config.hpp landed, and that the configure looked up no optional

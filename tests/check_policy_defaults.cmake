@@ -1,4 +1,4 @@
-# sparsepush-train's waiting policies in one process, as the README states them: the summary's
+# sparsepush-train's waiting policies in one process, as docs/cli.md states them: the summary's
 # "policy" and "max_delay" (--max-delay defaults to N for --staleness N, 4 for inf, none (null) in
 # lockstep and with --overlap; an explicit value is kept, 0 is none), every node's steps equal (one
 # process runs every node every round), and the largest staleness mixed (0 in lockstep, 1 with
@@ -57,7 +57,7 @@ foreach(c IN LISTS cases)
       message(FATAL_ERROR "${opts}: the header line does not name the delays of 0 to ${want_delay} rounds:\n${out}")
     endif()
   endif()
-  # evaluations sum in node order unless --eval-reduce says otherwise (README: the default)
+  # evaluations sum in node order unless --eval-reduce says otherwise (docs/cli.md: the default)
   string(JSON reduce GET "${s}" eval_reduce)
   if(NOT reduce STREQUAL "ordered")
     message(FATAL_ERROR "${opts}: the summary's eval_reduce is ${reduce}, expected ordered (the default)")

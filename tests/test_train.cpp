@@ -516,7 +516,7 @@ TEST_CASE("trainer: bad options and a group that does not match are errors", "[t
 }
 
 namespace {
-// The README's trainer snippet, compiled: a backend of free functions over momentum buffers.
+// The trainer snippet of docs/guide/training.md, compiled: a backend of free functions over momentum buffers.
 std::vector<std::vector<float>> momentum(6, std::vector<float>(tf::dim, 0.0f));
 double my_gradient_and_momentum(std::size_t, std::uint32_t node, std::uint32_t, std::span<const float> x,
                                 std::span<float> p) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Asynchronous rounds measured (issue 22): 16 nodes on 4 MPI ranks, the CNN on Fashion-MNIST,
+# Asynchronous rounds measured: 16 nodes on 4 MPI ranks, the CNN on Fashion-MNIST,
 # sparsepush-train's default algorithm (SCSP, top-1%), one thread a rank, evaluated once at the end
 # (on 2000 test images).
 #   straggler: --straggler 12-15:3 (rank 3's four nodes three times slower: one slow machine);

@@ -10,7 +10,7 @@ out, hosts, nodes, model, epochs = sys.argv[1:6]
 
 
 def targets(skew):
-    """The issue's target (80% at skew 0, 75% otherwise) and a lower one that short runs reach."""
+    """The default target (80% at skew 0, 75% otherwise) and a lower one that short runs reach."""
     return (0.80, 0.75) if float(skew) == 0 else (0.75, 0.70)
 
 

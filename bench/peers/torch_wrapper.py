@@ -6,7 +6,7 @@ process (one torch thread each). The hand-written loop drives a PushSumNode per 
 LoopbackNetwork, its parameters and gradients views of flat tensors, momentum computed by hand;
 the wrapper wraps torch.optim.SGD over a Loopback. Images per second of each, timed alternately
 (baseline, wrapper, baseline, ...) in one process; the median of the repeats; the ratio
-wrapper / baseline. The issue's goal: the wrapper costs at most 5% more (ratio >= 0.95).
+wrapper / baseline. The target: the wrapper costs at most 5% more (ratio >= 0.95).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/peers/torch_wrapper.py [--nodes 4] [--rounds 150]
         [--repeats 5] [--json out.json]

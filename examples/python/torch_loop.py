@@ -1,4 +1,4 @@
-"""The README's torch loop ("From Python and PyTorch"), runnable: n nodes, one Python thread each,
+"""The torch loop of docs/guide/python.md, runnable: n nodes, one Python thread each,
 train a small torch model with Sparse-Push (top-1%, error feedback, push-sum over the exponential
 graph) on a synthetic task whose labels come from a random linear teacher. Each node's push-sum
 numerator x_i is a flat torch tensor given to sparsepush.PushSumNode without a copy; the model's

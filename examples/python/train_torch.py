@@ -67,7 +67,7 @@ class Node:
         self.cpu = {"local_step": 0.0, "round": 0.0, "eval": 0.0}  # thread CPU seconds
 
 
-# ================ the core loop (the README quotes the shorter one of torch_loop.py) ================
+# ========= the core loop (docs/guide/python.md quotes the shorter one of torch_loop.py) =========
 def local_step(nd, data):
     """Node nd's direction p_i at its de-biased model; returns the minibatch loss."""
     nd.debias(nd.xh)                                   # xh_i = x_i / u_i: the torch parameters

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's pip install, as a user runs it on a fresh source tree: copy the working tree (no
+# The pip install of docs/guide/python.md, as a user runs it on a fresh source tree: copy the working tree (no
 # build trees, .git or virtual environments) to a temporary directory, make a virtual environment
 # that sees Debian's numpy and torch, `pip install --no-build-isolation --no-index .` there
 # (setup.py builds the extension with CMake, offline), import the package from outside the tree and

@@ -1,0 +1,5 @@
+class Ops:
+    # // [readme-mul-begin]
+    def mul(a, b):
+        return a * b
+    # // [readme-mul-end]
