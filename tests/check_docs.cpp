@@ -21,8 +21,8 @@
 //     it (a leading '/' means ROOT). A "#anchor" must be a heading (GitHub's slugs) or an
 //     <a id>/<a name> of the target markdown file; a bare "#anchor" is one of the same file.
 //     Nothing points outside ROOT: no link target and no "../" path in the text (relative to
-//     the file; in fenced code, relative to ROOT) climbs above it, and no text names an absolute
-//     path under the directory that holds ROOT.
+//     the file; in fenced code, relative to ROOT) climbs above it. (Absolute paths are not
+//     judged: /tmp/out in a command is an example, and a clone may live anywhere.)
 //   check_docs all ROOT [SOURCE...]
 //     The three above.
 //   check_docs --cli-defaults DOC... path/to/sparsepush-train
@@ -600,19 +600,6 @@ int check_links(const std::vector<markdown>& set, const fs::path& root, problems
                   "\"" + path + "\" points outside the repository" +
                       (md.in_fence[i] ? " (from its root)" : ""));
       }
-    }
-    const fs::path above = fs::weakly_canonical(root).parent_path();
-    if (above.has_relative_path()) {  // not "/": an absolute path under the root's own parent
-      const std::string prefix = above.generic_string() + "/";
-      for (std::size_t i = 0; i < md.lines.size(); ++i)
-        for (std::size_t at = md.lines[i].find(prefix); at != std::string::npos; at = md.lines[i].find(prefix, at + 1))
-          if (at == 0 || std::string_view(" \t`'\"(<[=:,").find(md.lines[i][at - 1]) != std::string_view::npos) {
-            // built piecewise: GCC 12 at -O3 warns falsely (-Wrestrict) on "..." + substr(...)
-            std::string what = "\"";
-            what += md.lines[i].substr(at, md.lines[i].find_first_of(" \t`'\")>]", at) - at);
-            what += "\" is a path on this machine, outside the repository";
-            problem(md.name, static_cast<int>(i) + 1, what);
-          }
     }
   }
   const int bad = problem.count - before;
