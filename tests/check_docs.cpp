@@ -240,15 +240,22 @@ markdown parse_markdown(const fs::path& path, const fs::path& root) {
   return md;
 }
 
+/// Every *.md file under `dir`, recursively, sorted.
+std::vector<fs::path> markdown_files_under(const fs::path& dir) {
+  std::vector<fs::path> found;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".md") found.push_back(e.path());
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 std::vector<markdown> markdown_set(const fs::path& root) {
   std::vector<fs::path> paths;
   if (fs::is_regular_file(root / "README.md")) paths.push_back(root / "README.md");
-  std::vector<fs::path> docs;
-  if (fs::is_directory(root / "docs"))
-    for (const auto& e : fs::recursive_directory_iterator(root / "docs"))
-      if (e.is_regular_file() && e.path().extension() == ".md") docs.push_back(e.path());
-  std::sort(docs.begin(), docs.end());
-  paths.insert(paths.end(), docs.begin(), docs.end());
+  if (fs::is_directory(root / "docs")) {
+    const std::vector<fs::path> docs = markdown_files_under(root / "docs");
+    paths.insert(paths.end(), docs.begin(), docs.end());
+  }
   if (paths.empty()) throw std::runtime_error("no README.md and no docs/*.md under " + root.string());
   std::vector<markdown> set;
   for (const auto& p : paths) set.push_back(parse_markdown(p, root));
@@ -700,9 +707,7 @@ int check_cli_defaults(const std::vector<std::string>& doc_args, const std::stri
   for (const auto& arg : doc_args) {
     std::vector<fs::path> found;
     if (fs::is_directory(arg)) {
-      for (const auto& e : fs::recursive_directory_iterator(arg))
-        if (e.is_regular_file() && e.path().extension() == ".md") found.push_back(e.path());
-      std::sort(found.begin(), found.end());
+      found = markdown_files_under(arg);
     } else if (fs::is_regular_file(arg)) {
       found.push_back(arg);
     } else {
