@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,7 +36,7 @@ def worker(out, rounds, warmup, batch, loopback):
     import torch.nn.functional as F
     import sparsepush.torch as spt
     sys.path.insert(0, HERE)
-    from torch_wrapper import COMPRESSOR, ETA, LR, MOMENTUM, SCHEDULE, WD, cnn, data
+    from torch_wrapper import COMPRESSOR, ETA, LR, MOMENTUM, SCHEDULE, WD, cnn, data, in_threads
     torch.set_num_threads(1)
     torch.manual_seed(0)
     init = torch.nn.utils.parameters_to_vector(cnn().parameters()).detach()
@@ -64,20 +63,8 @@ def worker(out, rounds, warmup, batch, loopback):
                        "bytes_sent": stats["bytes_sent"], "rounds": stats["rounds"]}, f)
 
     if loopback:
-        net, errors = spt.Loopback(loopback), []
-
-        def body(i):
-            try:
-                node(net, i)
-            except BaseException as e:  # noqa: BLE001 - raised below
-                errors.append(e)
-        threads = [threading.Thread(target=body, args=(i,)) for i in range(loopback)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if errors:
-            raise errors[0]
+        net = spt.Loopback(loopback)
+        in_threads(loopback, lambda i: node(net, i))
     else:
         node(None, None)
 

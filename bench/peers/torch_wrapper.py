@@ -43,12 +43,22 @@ def data(i, batch):
 
 
 def in_threads(n, body):
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    """body(i) on thread i for i < n; the wall seconds, or the first thread's exception raised."""
+    errors = []
+
+    def run(i):
+        try:
+            body(i)
+        except BaseException as e:  # noqa: BLE001 - raised below, in the calling thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     start = time.perf_counter()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
+    if errors:
+        raise errors[0]
     return time.perf_counter() - start
 
 
