@@ -17,7 +17,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -27,6 +26,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # torch_wrapper.py, beside this file: imported where torch is wanted
 
 
 def worker(out, rounds, warmup, batch, loopback):
@@ -35,7 +35,6 @@ def worker(out, rounds, warmup, batch, loopback):
     import torch
     import torch.nn.functional as F
     import sparsepush.torch as spt
-    sys.path.insert(0, HERE)
     from torch_wrapper import COMPRESSOR, ETA, LR, MOMENTUM, SCHEDULE, WD, cnn, data, in_threads
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -60,7 +59,7 @@ def worker(out, rounds, warmup, batch, loopback):
         stats = opt.stats()
         with open(os.path.join(out, f"node{opt.node}.json"), "w") as f:
             json.dump({"seconds": seconds, "sha256": hashlib.sha256(flat.tobytes()).hexdigest(),
-                       "bytes_sent": stats["bytes_sent"], "rounds": stats["rounds"]}, f)
+                       "bytes_sent": stats["bytes_sent"]}, f)
 
     if loopback:
         net = spt.Loopback(loopback)
@@ -123,10 +122,11 @@ def main():
                 if (got["sha256"], got["bytes_sent"]) != (ref["sha256"], ref["bytes_sent"]):
                     sys.exit(f"torch_launch: node {i} under {k} ended with other bits or bytes than over the Loopback")
     images = a.nodes * a.rounds * a.batch
-    result = {k: {"images_per_second": statistics.median(images / max(n["seconds"] for n in nodes) for _, nodes in rs),
+    slowest = {k: [max(n["seconds"] for n in nodes) for _, nodes in rs] for k, rs in runs.items()}  # a launch's time
+    result = {k: {"images_per_second": statistics.median(images / s for s in slowest[k]),
                   "process_wall_seconds": statistics.median(w for w, _ in rs)} for k, rs in runs.items()}
-    import torch
-    machine = f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, torch {torch.__version__}"
+    from torch_wrapper import machine_line
+    machine = machine_line()
     print(f"{machine}\n{a.nodes} nodes, {a.rounds} timed rounds of batch {a.batch}, median of {a.repeats}; "
           "every launch ended with the same bits at every node")
     for k, v in result.items():
@@ -136,8 +136,8 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"context": {"machine": machine, "nodes": a.nodes, "rounds": a.rounds, "warmup": a.warmup,
                                    "batch": a.batch, "repeats": a.repeats, "mpiexec": a.mpiexec},
-                       "benchmarks": [{"name": k, **v, "seconds": [max(n["seconds"] for n in nodes) for _, nodes in runs[k]],
-                                       "process_wall": [w for w, _ in runs[k]]} for k, v in result.items()],
+                       "benchmarks": [{"name": k, **v, "seconds": slowest[k], "process_wall": [w for w, _ in runs[k]]}
+                                      for k, v in result.items()],
                        "same_bits": True}, f, indent=1)
 
 

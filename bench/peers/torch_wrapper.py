@@ -42,6 +42,11 @@ def data(i, batch):
     return torch.randn(batch, 1, 28, 28, generator=g), torch.randint(0, 10, (batch,), generator=g)
 
 
+def machine_line():
+    """The machine the figures were measured on, as the benchmarks of bench/peers/ print it."""
+    return f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, torch {torch.__version__}"
+
+
 def in_threads(n, body):
     """body(i) on thread i for i < n; the wall seconds, or the first thread's exception raised."""
     errors = []
@@ -119,7 +124,7 @@ def main():
         times["wrapper"].append(wrapper(a.nodes, a.rounds, a.batch, init))
     ips = {k: images / statistics.median(v) for k, v in times.items()}
     ratio = ips["wrapper"] / ips["baseline"]
-    machine = f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, torch {torch.__version__}"
+    machine = machine_line()
     print(f"{machine}\n{a.nodes} nodes on {a.nodes} threads, {a.rounds} rounds of batch {a.batch}, median of "
           f"{a.repeats}: hand-written loop {ips['baseline']:.0f} images/s, GossipOptimizer {ips['wrapper']:.0f} images/s, "
           f"ratio {ratio:.3f} (goal >= 0.95)")
