@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../checkpoint/file.hpp"  // detail::open_regular_file
+#include "files.hpp"
 #include "../config.hpp"
 
 namespace sparsepush {
@@ -45,7 +46,7 @@ struct idx_labels {
 };
 
 /// Default location of Debian's dataset-fashion-mnist files.
-inline const char* default_fashion_mnist_dir() noexcept { return "/usr/share/datasets/fashion-mnist"; }
+inline const char* default_fashion_mnist_dir() noexcept { return fashion_mnist_default_dir.data(); }
 
 namespace detail {
 class gz_reader {
@@ -225,8 +226,9 @@ inline fashion_mnist load_fashion_mnist(const std::string& dir = default_fashion
   if (type == std::filesystem::file_type::not_found)
     throw data_error("data directory " + dir + " does not exist (install the Debian package dataset-fashion-mnist "
                      "or pass --data DIR)");
-  fashion_mnist fm{load_labelled((d / "train-images-idx3-ubyte.gz").string(), (d / "train-labels-idx1-ubyte.gz").string()),
-                   load_labelled((d / "t10k-images-idx3-ubyte.gz").string(), (d / "t10k-labels-idx1-ubyte.gz").string())};
+  const auto& f = fashion_mnist_file_names;
+  fashion_mnist fm{load_labelled((d / f[0]).string(), (d / f[1]).string()),
+                   load_labelled((d / f[2]).string(), (d / f[3]).string())};
   if (fm.train.rows != fm.test.rows || fm.train.cols != fm.test.cols)
     throw data_error(dir + ": train images are " + std::to_string(fm.train.rows) + "x" + std::to_string(fm.train.cols) +
                      " but test images are " + std::to_string(fm.test.rows) + "x" + std::to_string(fm.test.cols));

@@ -30,8 +30,7 @@ inline namespace v0 {
 
 /// The four files of a Fashion-MNIST directory (what --data names).
 inline const std::vector<std::string>& fashion_mnist_files() {
-  static const std::vector<std::string> files{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                                              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+  static const std::vector<std::string> files(fashion_mnist_file_names.begin(), fashion_mnist_file_names.end());
   return files;
 }
 

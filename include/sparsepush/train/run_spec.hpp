@@ -20,8 +20,10 @@
 #include "../clock.hpp"
 #include "../compress/compose.hpp"
 #include "../config.hpp"
+#include "../data/files.hpp"
 #include "../gossip/policy.hpp"
 #include "../topology/parse.hpp"
+#include "../transport/mpi/options.hpp"
 #include "defaults.hpp"
 #include "settings.hpp"
 
@@ -213,7 +215,7 @@ struct run_spec {
   std::uint32_t checkpoint_every = 0;      ///< --checkpoint-every (0: at every evaluation)
   std::uint32_t resume_round = 0;          ///< --resume-round (0: the latest)
   std::optional<std::size_t> threads;      ///< --threads: 2 (1 under SMPI)
-  double mpi_timeout = 60;                 ///< --mpi-timeout: seconds
+  double mpi_timeout = default_mpi_timeout.count();  ///< --mpi-timeout: seconds
   std::optional<std::string> checkpoint;   ///< --checkpoint DIR
   std::optional<std::string> resume;       ///< --resume DIR
   std::optional<std::string> log;          ///< --log: CSV file
@@ -221,7 +223,7 @@ struct run_spec {
   std::optional<std::string> plot;         ///< --plot: PNG file (gnuplot)
 
   /// The Fashion-MNIST directory of Debian's dataset-fashion-mnist.
-  static constexpr const char* default_fashion_mnist_path = "/usr/share/datasets/fashion-mnist";
+  static constexpr const char* default_fashion_mnist_path = fashion_mnist_default_dir.data();
 
   /// f(field_info, member) for every field, in the fingerprint's order: the one list of fields.
   template <class Self, class F>

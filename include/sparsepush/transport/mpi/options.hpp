@@ -20,11 +20,15 @@ class mpi_error : public transport_error {
   using transport_error::transport_error;
 };
 
+/// How long a rank waits for a missing message or a collective by default (mpi_options::timeout,
+/// the run description's --mpi-timeout, Python's MpiNetwork and GossipOptimizer).
+inline constexpr std::chrono::duration<double> default_mpi_timeout{60.0};
+
 /// Settings of the MPI network.
 struct mpi_options {
   /// How long collect() (and every other wait on other ranks: the set-up, agree(), finish(),
   /// wait(), so the collectives of train/mpi.hpp too) waits before it throws transport_error.
-  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  std::chrono::milliseconds timeout{std::chrono::duration_cast<std::chrono::milliseconds>(default_mpi_timeout)};
   /// Injected loss (accounting.hpp, loss_model): each non-self envelope is lost with this
   /// probability, keyed by (seed, round, sender, receiver) exactly as on the loopback, so an MPI
   /// run loses the same envelopes as the same run in one process. A lost envelope counts as
