@@ -33,7 +33,7 @@ struct sparse_push_options {
   /// Message loss, tracing and mode of its own loopback (the lockstep round passes messages by
   /// reference unless `encoded` is asked for: for_lockstep()).
   loopback_options network{};
-  /// What the nodes do about lost envelopes (gossip/node.hpp); only matters when the network
+  /// What the nodes do about lost envelopes (gossip/push_sum_node.hpp); only matters when the network
   /// loses some (loopback_options::drop_probability, mpi_options::drop_probability).
   loss_recovery recovery = loss_recovery::none;
   /// How long a node waits for its in-neighbours (gossip/policy.hpp). Every policy but lockstep

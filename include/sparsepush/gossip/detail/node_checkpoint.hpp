@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../../checkpoint.hpp"
-#include "../node.hpp"
+#include "../push_sum_node.hpp"
 
 namespace sparsepush {
 inline namespace v0 {

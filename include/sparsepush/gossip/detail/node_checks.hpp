@@ -10,7 +10,7 @@
 #include <string>
 
 #include "../../topology/validate.hpp"
-#include "../node.hpp"
+#include "../push_sum_node.hpp"
 
 namespace sparsepush {
 inline namespace v0 {

@@ -14,7 +14,7 @@
 
 #include "../../config.hpp"
 #include "../../detail/finite.hpp"
-#include "../node.hpp"
+#include "../push_sum_node.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
