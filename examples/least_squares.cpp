@@ -101,24 +101,13 @@ double arg_real(int argc, char** argv, const char* key, double def) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
-  const std::size_t n = arg(argc, argv, "--nodes", 16);
-  const auto rounds = static_cast<std::uint32_t>(arg(argc, argv, "--rounds", 3000));
-  const double het = arg_real(argc, argv, "--heterogeneity", 0.1);
-  const std::size_t mem_d = arg(argc, argv, "--memory-dim", 1000000);
-  if (n < 2 || rounds < 2) {
-    std::fprintf(stderr, "least_squares: need --nodes >= 2 and --rounds >= 2\n");
-    return 2;
-  }
-  const std::size_t d = 100;
-  const problem pb(n, d, 100, het);
-  const auto f = pb.oracle();
-  const std::vector<std::vector<double>> x0(n, std::vector<double>(d, 0.0));
-  const auto expo = sp::parse_schedule("exponential", n);
-  const auto ring = sp::parse_schedule("undirected-ring", n);
-  auto lr = [](std::uint32_t t) { return 0.2 / (1.0 + t / 50.0); };
-  const std::uint32_t final_rounds = 40;
-  // One SCSP run with progress reports, as a user would write it.
+double learning_rate(std::uint32_t t) { return 0.2 / (1.0 + t / 50.0); }
+
+// One SCSP run with progress reports, as a user would write it.
+void scsp_with_reports(const std::vector<std::vector<double>>& x0, const sp::gradient_oracle<double>& f,
+                       std::uint32_t rounds, std::uint32_t final_rounds) {
+  const std::size_t n = x0.size();
+  auto lr = learning_rate;
   // [readme-train-begin]
   const auto schedule = sp::parse_schedule("exponential", n);       // SGP's one-peer graph
   const auto phases = sp::scsp_phases(sp::parse_compressor("top-k:0.01"), /*eta*/ 0.01,
@@ -133,7 +122,16 @@ int main(int argc, char** argv) {
     }
   }
   // [readme-train-end]
+}
 
+// Every algorithm on the same problem: the averaged model's error, divergence and bytes.
+void comparison_table(const problem& pb, const std::vector<std::vector<double>>& x0, double het, std::uint32_t rounds,
+                      std::uint32_t final_rounds) {
+  const std::size_t n = x0.size(), d = pb.d;
+  const auto f = pb.oracle();
+  const auto expo = sp::parse_schedule("exponential", n);
+  const auto ring = sp::parse_schedule("undirected-ring", n);
+  auto lr = learning_rate;
   std::printf("\ndistributed least squares: %zu nodes, d = %zu (double: identity sends fp64, ratio 0.5 vs fp32), 100 rows each, heterogeneity %g, %u rounds\n\n",
               n, d, het, rounds);
   std::printf("| algorithm | schedule | rel. error of averaged model | parameter divergence | MB sent | comm ratio |\n");
@@ -163,8 +161,11 @@ int main(int argc, char** argv) {
         sp::sparse_push<double>(x0, expo, sp::scsp_phases(sp::parse_compressor(spec), eta, rounds, final_rounds)),
         rounds + final_rounds);
   }
+}
 
-  // Per-node state after one round at a large d (fp32 models, top-1%), zero gradients: the
+// Per-node state after one round at a large d: the algorithm's tensors and the buffers a node reuses.
+void memory_table(std::size_t mem_d) {
+  // fp32 models, top-1%, zero gradients: the
   // algorithm's tensors (x, residual or copies, u) and the buffers a node reuses every round
   // (its message, inbox and scratch: the mixing block, its share of the compressor workspaces
   // the group lends, one per thread).
@@ -191,5 +192,23 @@ int main(int argc, char** argv) {
   mem_row("CHOCO top-1% (one copy per neighbour, ring: 2)",
           sp::choco<float>(big, mring, {.compressor = sp::parse_compressor("top-k:0.01"), .form = sp::choco_form::per_neighbour}),
           choco_node);
+}
+
+int main(int argc, char** argv) {
+  const std::size_t n = arg(argc, argv, "--nodes", 16);
+  const auto rounds = static_cast<std::uint32_t>(arg(argc, argv, "--rounds", 3000));
+  const double het = arg_real(argc, argv, "--heterogeneity", 0.1);
+  const std::size_t mem_d = arg(argc, argv, "--memory-dim", 1000000);
+  if (n < 2 || rounds < 2) {
+    std::fprintf(stderr, "least_squares: need --nodes >= 2 and --rounds >= 2\n");
+    return 2;
+  }
+  const std::size_t d = 100;
+  const problem pb(n, d, 100, het);
+  const std::vector<std::vector<double>> x0(n, std::vector<double>(d, 0.0));
+  const std::uint32_t final_rounds = 40;
+  scsp_with_reports(x0, pb.oracle(), rounds, final_rounds);
+  comparison_table(pb, x0, het, rounds, final_rounds);
+  memory_table(mem_d);
   return 0;
 }
