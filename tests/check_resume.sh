@@ -7,6 +7,9 @@
 #   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint (a QSGD
 #                                        stream among the settings), or a missing one, is exit
 #                                        code 2 and a message naming it
+#   check_resume.sh v0.6 EXE DIR TAR.GZ  the checkpoint of an older version (tests/data/README.md:
+#                                        checkpoint-0.6.1.tar.gz), resumed, ends with the summary
+#                                        of an uninterrupted run of EXE (every field but timing)
 set -euo pipefail
 mode="$1"; exe="$2"; dir="$3"; shift 3
 launcher=("$@")
@@ -114,5 +117,21 @@ case "$mode" in
       fail "a qsgd:4096:philox10 checkpoint does not resume under qsgd:4096:philox10"
     echo "ok: every bad checkpoint is exit code 2 with a message"
     ;;
-  *) fail "usage: check_resume.sh kill|mpi|bad EXE DIR [MPIRUN...]" ;;
+  v0.6)
+    # the options the checkpoint was written with (tests/data/README.md)
+    args=(--model cnn --nodes 2 --epochs 0.01 --eval-samples 100 --final-eval-samples 100 --threads 1)
+    tar -xzf "${launcher[0]}" -C "$dir"
+    ck="$dir/checkpoint-0.6.1"
+    [ -e "$ck/manifest" ] || fail "${launcher[0]} holds no checkpoint-0.6.1/manifest"
+    "$exe" "${args[@]}" --summary "$dir/full.json" > /dev/null
+    "$exe" "${args[@]}" --resume "$ck" --checkpoint-every 5 --summary "$dir/resumed.json" > "$dir/resumed.out" ||
+      fail "the 0.6.1 checkpoint does not resume: $(cat "$dir/resumed.out")"
+    grep "resumed from .* at round 5\$" "$dir/resumed.out" || fail "the run did not resume at round 5: $(cat "$dir/resumed.out")"
+    for f in avg_test_accuracy averaged_model_test_accuracy param_divergence bytes_sent_total rounds weight_mass; do
+      grep -q "\"$f\"" "$dir/full.json" || fail "the summary has no field $f"
+    done
+    diff <(strip "$dir/full.json") <(strip "$dir/resumed.json") || fail "the summary resumed from 0.6.1 differs"
+    echo "ok: a checkpoint of sparsepush-train 0.6.1 resumes to the uninterrupted run's summary"
+    ;;
+  *) fail "usage: check_resume.sh kill|mpi|bad|v0.6 EXE DIR [MPIRUN...|TAR.GZ]" ;;
 esac
