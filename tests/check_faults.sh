@@ -5,6 +5,8 @@
 # the right result, never hang, crash, lose output silently or touch what it must not. A case that
 # needs what this machine cannot give (mounting a tmpfs) exits 77 with the reason (ctest: skipped).
 set -euo pipefail
+# expect_exit_2 "what stderr must say" ARGS...: exit code 2 within 60 s and the message
+source "$(dirname "${BASH_SOURCE[0]}")/expect_exit_2.sh"
 case_="$1"; exe="$2"; dir="$3"; shift 3
 launcher=("$@")
 rm -rf "$dir"; mkdir -p "$dir"; cd "$dir"
@@ -12,18 +14,6 @@ base=(--model mlp --eval-samples 100 --final-eval-samples 200 --threads 1)
 short=("${base[@]}" --nodes 4 --epochs 0.01)
 
 fail() { echo "check_faults $case_: $*" >&2; exit 1; }
-# expect_exit_2 "what stderr must say" ARGS...: exit code 2 within 60 s and the message
-expect_exit_2() {
-  local want="$1"; shift
-  set +e
-  timeout -s KILL 60 "$@" > out.txt 2> err.txt
-  local rc=$?
-  set -e
-  [ "$rc" -ne 137 ] || fail "hung (killed after 60 s): $*"
-  [ "$rc" -eq 2 ] || fail "exit code $rc (want 2) for: $* ($(cat err.txt))"
-  grep -qF -- "$want" err.txt || fail "for: $*: stderr lacks '$want': $(cat err.txt)"
-  echo "ok: $* -> $(head -c 400 err.txt)"
-}
 sum() { cksum "$1" | cut -d' ' -f1,2; }
 
 case "$case_" in

@@ -7,6 +7,9 @@
 #   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint (a QSGD
 #                                        stream among the settings), or a missing one, is exit
 #                                        code 2 and a message naming it
+#   check_resume.sh v0.6 EXE DIR TAR.GZ  the checkpoint of an older version (tests/data/README.md:
+#                                        checkpoint-0.6.1.tar.gz), resumed, ends with the summary
+#                                        of an uninterrupted run of EXE (every field but timing)
 set -euo pipefail
 mode="$1"; exe="$2"; dir="$3"; shift 3
 launcher=("$@")
@@ -34,16 +37,10 @@ strip() {
 # the log without its wall-clock column
 strip_log() { cut -d, -f1-10 "$1"; }
 
-expect_exit_2() {  # expect_exit_2 "what it must say" args...
-  local want="$1"; shift
-  set +e
-  "$exe" "${args[@]}" "$@" > "$dir/out.txt" 2> "$dir/err.txt"
-  local rc=$?
-  set -e
-  [ "$rc" -eq 2 ] || fail "exit code $rc (want 2) for: $* ($(cat "$dir/err.txt"))"
-  grep -qF -- "$want" "$dir/err.txt" || fail "for: $*: stderr lacks '$want': $(cat "$dir/err.txt")"
-  echo "ok: $* -> $(head -c 300 "$dir/err.txt")"
-}
+# refused "what stderr must say" ARGS...: "$exe" "${args[@]}" ARGS exits with code 2 and the message
+source "$(dirname "${BASH_SOURCE[0]}")/expect_exit_2.sh"
+EXPECT_DIR="$dir"
+refused() { expect_exit_2 "$1" "$exe" "${args[@]}" "${@:2}"; }
 
 case "$mode" in
   kill|mpi)
@@ -85,40 +82,56 @@ case "$mode" in
     "$exe" "${args[@]}" --checkpoint "$dir/ck" --checkpoint-every 10 > /dev/null
     f=$(ls "$dir"/ck/round-*.rank-0.ckpt | sort -V | tail -1)
     cp -r "$dir/ck" "$dir/good"
-    expect_exit_2 "--resume $dir/nothing: no such directory" --resume "$dir/nothing"
+    refused "--resume $dir/nothing: no such directory" --resume "$dir/nothing"
     [ ! -e "$dir/nothing" ] || fail "--resume created the directory"
     mkdir "$dir/empty"
-    expect_exit_2 "no checkpoint there" --resume "$dir/empty"
-    expect_exit_2 "--checkpoint-every needs --checkpoint" --checkpoint-every 5
-    expect_exit_2 "other settings: lr=0.02 (now 0.05)" --resume "$dir/ck" --lr 0.05
+    refused "no checkpoint there" --resume "$dir/empty"
+    refused "--checkpoint-every needs --checkpoint" --checkpoint-every 5
+    refused "other settings: lr=0.02 (now 0.05)" --resume "$dir/ck" --lr 0.05
     # every number is compared by its bits (6 decimals used to let these through)
-    expect_exit_2 "other settings: lr=0.02 (now 0.0200001)" --resume "$dir/ck" --lr 0.0200001
-    expect_exit_2 "other settings: momentum=0.9 (now 0.9000000001)" --resume "$dir/ck" --momentum 0.9000000001
-    expect_exit_2 "other settings: seed=1 (now 2)" --resume "$dir/ck" --seed 2
+    refused "other settings: lr=0.02 (now 0.0200001)" --resume "$dir/ck" --lr 0.0200001
+    refused "other settings: momentum=0.9 (now 0.9000000001)" --resume "$dir/ck" --momentum 0.9000000001
+    refused "other settings: seed=1 (now 2)" --resume "$dir/ck" --seed 2
     # the training precision is a setting: an fp32 checkpoint does not resume as int8 training
-    expect_exit_2 "other settings: bits=0 (now 8)" --resume "$dir/ck" --precision int8   # full precision, not "(absent)"
-    expect_exit_2 "cannot create the checkpoint directory /proc/no-such-dir" --checkpoint /proc/no-such-dir
+    refused "other settings: bits=0 (now 8)" --resume "$dir/ck" --precision int8   # full precision, not "(absent)"
+    refused "cannot create the checkpoint directory /proc/no-such-dir" --checkpoint /proc/no-such-dir
     head -c 1000 "$f" > "$f.cut" && mv "$f.cut" "$f"
-    expect_exit_2 "truncated" --resume "$dir/ck"
+    refused "truncated" --resume "$dir/ck"
     rm -rf "$dir/ck"; cp -r "$dir/good" "$dir/ck"
     printf '\xff' | dd of="$f" bs=1 seek=5000 conv=notrunc status=none
-    expect_exit_2 "fails its CRC-32 check (corrupted)" --resume "$dir/ck"
+    refused "fails its CRC-32 check (corrupted)" --resume "$dir/ck"
     rm -rf "$dir/ck"; cp -r "$dir/good" "$dir/ck"
     printf 'X' | dd of="$dir/ck/manifest" bs=1 seek=0 conv=notrunc status=none
-    expect_exit_2 "is not a sparsepush checkpoint (bad magic)" --resume "$dir/ck"
+    refused "is not a sparsepush checkpoint (bad magic)" --resume "$dir/ck"
     rm -rf "$dir/ck"; cp -r "$dir/good" "$dir/ck"
     rm "$f"
-    expect_exit_2 "cannot open $f" --resume "$dir/ck"
+    refused "cannot open $f" --resume "$dir/ck"
     # QSGD's random stream is a setting: philox10 (0.3.3's bits) records 0.3.3's text
     # "qsgd:4096", so a 0.3.3 checkpoint resumes under qsgd:4096:philox10 and is refused under
     # qsgd:4096 (philox7 now). SP without loss: coarser levels diverge on this model
     args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --eval-every 9 --algorithm sp)
     "$exe" "${args[@]}" --compressor qsgd:4096:philox10 --checkpoint "$dir/q" --checkpoint-every 10 > /dev/null
     grep -aq 'compressor=qsgd:4096;' "$dir/q/manifest" || fail "the manifest does not record qsgd:4096"
-    expect_exit_2 "other settings: compressor=qsgd:4096 (now qsgd:4096:philox7)" --resume "$dir/q" --compressor qsgd:4096
+    refused "other settings: compressor=qsgd:4096 (now qsgd:4096:philox7)" --resume "$dir/q" --compressor qsgd:4096
     "$exe" "${args[@]}" --compressor qsgd:4096:philox10 --resume "$dir/q" > /dev/null ||
       fail "a qsgd:4096:philox10 checkpoint does not resume under qsgd:4096:philox10"
     echo "ok: every bad checkpoint is exit code 2 with a message"
     ;;
-  *) fail "usage: check_resume.sh kill|mpi|bad EXE DIR [MPIRUN...]" ;;
+  v0.6)
+    # the options the checkpoint was written with (tests/data/README.md)
+    args=(--model cnn --nodes 2 --epochs 0.01 --eval-samples 100 --final-eval-samples 100 --threads 1)
+    tar -xzf "${launcher[0]}" -C "$dir"
+    ck="$dir/checkpoint-0.6.1"
+    [ -e "$ck/manifest" ] || fail "${launcher[0]} holds no checkpoint-0.6.1/manifest"
+    "$exe" "${args[@]}" --summary "$dir/full.json" > /dev/null
+    "$exe" "${args[@]}" --resume "$ck" --checkpoint-every 5 --summary "$dir/resumed.json" > "$dir/resumed.out" ||
+      fail "the 0.6.1 checkpoint does not resume: $(cat "$dir/resumed.out")"
+    grep "resumed from .* at round 5\$" "$dir/resumed.out" || fail "the run did not resume at round 5: $(cat "$dir/resumed.out")"
+    for f in avg_test_accuracy averaged_model_test_accuracy param_divergence bytes_sent_total rounds weight_mass; do
+      grep -q "\"$f\"" "$dir/full.json" || fail "the summary has no field $f"
+    done
+    diff <(strip "$dir/full.json") <(strip "$dir/resumed.json") || fail "the summary resumed from 0.6.1 differs"
+    echo "ok: a checkpoint of sparsepush-train 0.6.1 resumes to the uninterrupted run's summary"
+    ;;
+  *) fail "usage: check_resume.sh kill|mpi|bad|v0.6 EXE DIR [MPIRUN...|TAR.GZ]" ;;
 esac

@@ -16,7 +16,7 @@ import json
 import os
 import platform
 import statistics
-import threading
+import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -25,6 +25,9 @@ import torch.nn.functional as F  # noqa: E402
 
 import sparsepush as sp  # noqa: E402
 import sparsepush.torch as spt  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python"))
+from threads_helper import in_threads  # noqa: E402  (torch_launch.py takes it from here too)
 
 torch.set_num_threads(1)
 LR, MOMENTUM, WD, ETA, COMPRESSOR, SCHEDULE = 0.02, 0.9, 1e-4, 0.02, "top-k:0.01", "time-varying-ring"
@@ -47,23 +50,10 @@ def machine_line():
     return f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, torch {torch.__version__}"
 
 
-def in_threads(n, body):
-    """body(i) on thread i for i < n; the wall seconds, or the first thread's exception raised."""
-    errors = []
-
-    def run(i):
-        try:
-            body(i)
-        except BaseException as e:  # noqa: BLE001 - raised below, in the calling thread
-            errors.append(e)
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+def timed_in_threads(n, body):
+    """body(i) on thread i for i < n (tests/python/threads_helper.py); the wall seconds."""
     start = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        raise errors[0]
+    in_threads(n, body)
     return time.perf_counter() - start
 
 
@@ -87,7 +77,7 @@ def baseline(n, rounds, batch, init):
             grad.add_(xh, alpha=WD)
             velocity.mul_(MOMENTUM).add_(grad)
             push.round(t, sched, comp, ep, eta=ETA, gamma=LR, direction=velocity)
-    return in_threads(n, node)
+    return timed_in_threads(n, node)
 
 
 def wrapper(n, rounds, batch, init):
@@ -104,7 +94,7 @@ def wrapper(n, rounds, batch, init):
             opt.zero_grad()
             F.cross_entropy(model(x_in), y).backward()
             opt.step()
-    return in_threads(n, node)
+    return timed_in_threads(n, node)
 
 
 def main():

@@ -14,6 +14,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import sparsepush  # noqa: E402
 import sparsepush.torch as spt  # noqa: E402
+from threads_helper import in_threads  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -48,25 +49,6 @@ def batch(i, t):
     g = torch.Generator().manual_seed(100 * i + t)
     x = torch.randn(8, 6, generator=g) + 0.5 * i
     return x, (x.sum(1) > 0).long() + (x[:, 0] > 1).long()
-
-
-def in_threads(n, body):
-    """body(i) on n threads; re-raises the first error."""
-    errors, out = [], [None] * n
-
-    def run(i):
-        try:
-            out[i] = body(i)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        raise errors[0]
-    return out
 
 
 def flat(model):

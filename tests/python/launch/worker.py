@@ -17,6 +17,9 @@ import torch.nn.functional as F  # noqa: E402
 
 import sparsepush.torch as spt  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/python
+from threads_helper import in_threads  # noqa: E402
+
 torch.set_num_threads(1)
 
 
@@ -49,20 +52,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     if len(sys.argv) > 4 and sys.argv[4] == "--loopback":
         n = int(sys.argv[5])
-        net, errors = spt.Loopback(n, timeout=120), []
-
-        def run(i):
-            try:
-                train(out, steps, options, net, i)
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if errors:
-            raise errors[0]
+        net = spt.Loopback(n, timeout=120)
+        in_threads(n, lambda i: train(out, steps, options, net, i))
     else:
         train(out, steps, options)
 
