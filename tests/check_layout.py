@@ -2,6 +2,7 @@
 """Keeps the source tree's shape: the limits docs/dev/layout.md states hold for include/sparsepush.
 
   check_layout.py ROOT
+  check_layout.py --self-test   (a made-up tree that breaks each rule once must fail with each message)
 
 - Includes go down: a header in area A (its first directory under include/sparsepush, or its file
   name for a top-level header) includes only headers of A or of an area on a lower line of the
@@ -53,11 +54,45 @@ def area_of(path: pathlib.Path, top: pathlib.Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
+def self_test() -> int:
+    import contextlib, io, tempfile
+    with tempfile.TemporaryDirectory() as d:
+        root = pathlib.Path(d)
+        (root / "docs" / "dev").mkdir(parents=True)
+        (root / "docs" / "dev" / "layout.md").write_text(
+            "<!-- floors -->\n```text\nhigh\nlow\n```\n<!-- max-header-lines: 10 -->\n")
+        inc = root / "include" / "sparsepush"
+        (inc / "low").mkdir(parents=True)
+        (inc / "high").mkdir()
+        (inc / "high" / "ok.hpp").write_text('#include "../low/up.hpp"\nnamespace x {}\n')
+        (inc / "low" / "up.hpp").write_text('#include "../high/ok.hpp"\nnamespace x {}\n')
+        (inc / "low" / "long.hpp").write_text("namespace x {}\n" + "//\n" * 10 + '#include "up.hpp"\n')
+        (inc / "stray.hpp").write_text("namespace x {}\n")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = run(root)
+    want = ["low/up.hpp:1: includes ../high/ok.hpp: area 'high' is not below 'low'",
+            "low/long.hpp: 12 lines, over the limit of 10",
+            "low/long.hpp:12: includes up.hpp after its code began at line 1",
+            "stray.hpp: its area 'stray' is on no floor"]
+    missing = [w for w in want if w not in out.getvalue()]
+    if rc != 1 or missing or "sparsepush/high/ok.hpp" in out.getvalue():
+        print(out.getvalue() + f"self-test failed: exit {rc}, missing {missing}")
+        return 1
+    print("check_layout self-test: each of the 4 violations was found, and the lawful include was not flagged")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if len(sys.argv) != 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    root = pathlib.Path(sys.argv[1])
+    return run(pathlib.Path(sys.argv[1]))
+
+
+def run(root: pathlib.Path) -> int:
     top = root / "include" / "sparsepush"
     page = root / "docs" / "dev" / "layout.md"
     if not top.is_dir() or not page.is_file():
