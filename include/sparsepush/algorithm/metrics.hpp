@@ -1,14 +1,15 @@
 // sparsepush/algorithm/metrics.hpp: the metrics every algorithm reports, in one place, in double:
 //   mean model            mean_i m_i
 //   parameter divergence  (1/n) sum_i || m_i - mean ||_2
-//   push-sum forms of both over de-biased models xh_i = x_i / u_i (never rounded to T)
-//   mass                  sum_i x_i (conserved by column-stochastic mixing)
+// and, from gossip/metrics.hpp, their push-sum forms over de-biased models xh_i = x_i / u_i and
+// the mass sum_i x_i.
 #pragma once
 
 #include <cmath>
 #include <span>
 #include <vector>
 
+#include "../gossip/metrics.hpp"
 #include "../tensor.hpp"
 
 namespace sparsepush {
@@ -83,41 +84,6 @@ std::vector<double> mean_model(const std::vector<std::vector<T>>& models) {
 template <tensor_element T>
 double parameter_divergence(const std::vector<std::vector<T>>& models) {
   return parameter_divergence<T>(detail::spans_of(models));
-}
-
-/// mean_i x_i / u_i, in double.
-template <tensor_element T>
-std::vector<double> debiased_mean(std::span<const std::span<const T>> xs, std::span<const double> us) {
-  std::vector<double> avg(xs.empty() ? 0 : xs[0].size(), 0.0);
-  for (std::size_t i = 0; i < xs.size(); ++i)
-    for (std::size_t l = 0; l < avg.size(); ++l) avg[l] += static_cast<double>(xs[i][l]) / us[i];
-  for (auto& a : avg) a /= static_cast<double>(xs.size());
-  return avg;
-}
-
-/// (1/n) sum_i || x_i / u_i - mean ||_2, in double.
-template <tensor_element T>
-double debiased_divergence(std::span<const std::span<const T>> xs, std::span<const double> us) {
-  const auto avg = debiased_mean<T>(xs, us);
-  double total = 0.0;
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    double s = 0.0;
-    for (std::size_t l = 0; l < avg.size(); ++l) {
-      const double diff = static_cast<double>(xs[i][l]) / us[i] - avg[l];
-      s += diff * diff;
-    }
-    total += std::sqrt(s);
-  }
-  return xs.empty() ? 0.0 : total / static_cast<double>(xs.size());
-}
-
-/// sum_i x_i, in double.
-template <tensor_element T>
-std::vector<double> mass(std::span<const std::span<const T>> xs) {
-  std::vector<double> m(xs.empty() ? 0 : xs[0].size(), 0.0);
-  for (const auto& x : xs)
-    for (std::size_t l = 0; l < m.size(); ++l) m[l] += static_cast<double>(x[l]);
-  return m;
 }
 
 }  // namespace v0

@@ -8,6 +8,8 @@
 // the schedule's columns, the directions, the inputs); only a network that can fail later (MPI: a
 // missing envelope) throws after the posts, which ends the run, and a mix that overflows the
 // element type completes the round at every node, then throws non_finite_error (node.hpp, mix).
+// The options are in group_options.hpp; deferred rounds and the drain in detail/group_deferred.hpp,
+// the checkpoint sections GRUP and DEFR in detail/group_checkpoint.hpp; the metrics in metrics.hpp.
 #pragma once
 
 #include <chrono>
@@ -22,51 +24,19 @@
 #include <string>
 #include <vector>
 
-#include "../algorithm/metrics.hpp"
+#include "../checkpoint.hpp"
 #include "../clock.hpp"
 #include "../detail/thread_pool.hpp"
 #include "../topology/schedule.hpp"
 #include "../transport/loopback.hpp"
+#include "group_options.hpp"
 #include "lockstep.hpp"
+#include "metrics.hpp"
 #include "node.hpp"
 #include "policy.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
-
-/// A network that runs deferred rounds: endpoints with take(), and posted_rounds() for the drain.
-template <class Net>
-concept deferred_network = requires(Net& net, std::span<const std::uint32_t> mine) {
-  { net.endpoint(0u) } -> deferred_endpoint;
-  { net.posted_rounds(mine) } -> std::same_as<std::vector<std::uint32_t>>;
-};
-
-/// Settings of a push-sum group.
-struct gossip_options {
-  double eta = 1.0;             ///< consensus step in (0, 1]
-  bool error_feedback = true;   ///< compress x + e and keep e = v - q (identity leaves e = 0)
-  std::size_t threads = 1;      ///< worker threads for per-node work (results do not depend on it)
-  std::uint64_t seed = 0;       ///< keys the compressors' random streams with (node, round)
-  /// The block of nodes this group holds, [first_node, first_node + models) of total_nodes
-  /// (0: the models are all the nodes). Across processes each one holds its own block.
-  std::uint32_t first_node = 0;
-  /// The number of nodes of the whole run, over every process (0: as many as this group's models).
-  std::size_t total_nodes = 0;
-  /// What the nodes do about envelopes the network lost (node.hpp): plain push-sum loses their
-  /// shares, acknowledged keeps them at the sender (sum x and sum u = n conserved).
-  loss_recovery recovery = loss_recovery::none;
-  /// How long a node waits for its in-neighbours (gossip/policy.hpp): lockstep (the default) or a
-  /// deferred round (overlap, bounded staleness, asynchronous), which needs a network with take().
-  wait_policy policy{};
-  /// Deferred rounds only (every policy but lockstep): a node whose push-sum weight u_i is below
-  /// this floor b takes its local step scaled by u_i / b, x_i <- x_i - gamma (u_i / b) p_i, so that
-  /// its de-biased model moves by at most gamma p_i / b (see deferred_step_of()). In [0, 1]; 0
-  /// never scales (the step exactly as docs/design/algorithms.md writes it, whatever u_i); 1 never lets the
-  /// de-biased step exceed gamma p_i. Lockstep rounds never scale, whatever the value.
-  double step_weight_floor = default_step_weight_floor;
-  /// 1/2: measured, see deferred_step_of().
-  static constexpr double default_step_weight_floor = 0.5;
-};
 
 /// Push-sum nodes in one process: push_sum_node's run on a thread pool, exchanging through a
 /// network in lockstep (every node posts before any node collects). By default the group holds
@@ -284,17 +254,7 @@ class push_sum_group {
   /// caller makes every process do the same): the rounds a slower node skips are never sent, so
   /// nothing of rounds before `round` is awaited any more. Not needed where every node ran the
   /// same rounds (one process).
-  void continue_at(std::uint32_t round) {
-    if (undrained_) throw config_error("continue_at(" + std::to_string(round) + "): envelopes are in flight: drain() first");
-    if (round < common_round_)
-      throw config_error("continue_at(" + std::to_string(round) + "): a node of the run posted round " +
-                         std::to_string(common_round_ - 1) + " already");
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      std::erase_if(expected_[i], [round](const awaited& a) { return a.round < round; });
-      std::erase_if(early_[i], [round](const awaited& a) { return a.round < round; });
-    }
-    next_round_ = round;
-  }
+  void continue_at(std::uint32_t round);
   /// The envelopes local node i still expects (sent to it in rounds it has run, not yet mixed).
   std::span<const awaited> expected(std::size_t i) const { return expected_.at(i); }
 
@@ -306,77 +266,11 @@ class push_sum_group {
   /// completes its sends, and a second posted_rounds() keeps every process from posting again
   /// before all have taken. Lockstep rounds leave nothing in flight: a no-op.
   template <class S, class Net>
-  void drain(const S& sched, Net& net) {
-    if (opt_.policy.lockstep()) return;
-    if constexpr (!deferred_network<Net>) {
-      throw config_error("drain: this network runs lockstep rounds only (no take() or posted_rounds())");
-    } else {
-      const std::size_t n = nodes_.size(), first = opt_.first_node;
-      mine_.assign(n, next_round_);
-      const std::vector<std::uint32_t> posted = net.posted_rounds(std::span<const std::uint32_t>(mine_));
-      if (posted.size() != total_)
-        throw size_error("drain: the network counts " + std::to_string(posted.size()) + " nodes, the group " +
-                         std::to_string(total_));
-      std::uint32_t last = 0;
-      for (const auto p : posted) last = std::max(last, p);
-      // the envelopes sent in rounds this process has not run (its peers ran ahead) are expected too;
-      // once mixed they go on the early list, so that the node does not expect them again when it
-      // runs those rounds itself
-      ahead_.assign(n, {});
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto me = static_cast<std::uint32_t>(first + i);
-        for (std::uint32_t s = next_round_; s < last; ++s) {
-          in_edges_of(sched, s, me, drain_rows_);
-          for (const auto& e : drain_rows_)
-            if (e.from != me && s < posted[e.from] && !lost_on(net, {.round = s, .from = e.from, .to = me})) {
-              const awaited a{s, e.from};
-              if (std::find(early_[i].begin(), early_[i].end(), a) != early_[i].end()) continue;  // mixed already
-              expected_[i].push_back(a);
-              ahead_[i].push_back(a);
-            }
-        }
-      }
-      const auto t0 = run_clock::now();
-      for (std::size_t i = 0; i < n; ++i) {
-        auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-        // what was posted (a node behind may not have sent what this one expects from it yet: that
-        // stays expected, and is mixed when it comes)
-        must_.clear();
-        for (const auto& a : expected_[i])
-          if (a.round < posted[a.from]) must_.push_back(a);
-        nodes_[i].take(ep, all_rounds, all_rounds, must_, expected_[i]);
-        settle(sched, i, all_rounds, "the drain");
-        for (const auto& a : expected_[i])
-          if (a.round < posted[a.from])
-            throw transport_error("drain: node " + std::to_string(first + i) + " still misses node " +
-                                  std::to_string(a.from) + "'s envelope of round " + std::to_string(a.round) +
-                                  " after its take");
-        early_[i].insert(early_[i].end(), ahead_[i].begin(), ahead_[i].end());
-      }
-      wait_seconds_ += std::chrono::duration<double>(run_clock::now() - t0).count();
-      const std::uint32_t t = next_round_ ? next_round_ - 1 : 0;
-      mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(deferred_eta_, t, blocks_[w]); });
-      if constexpr (requires { net.finish_sends(); }) net.finish_sends();
-      // a closing exchange, as a barrier: no process posts its next round before every process
-      // has taken what was posted before the drain (else a fast drainer's next envelopes would
-      // reach a node still inside its take, unexpected)
-      net.posted_rounds(std::span<const std::uint32_t>(mine_));
-      undrained_ = false;
-      common_round_ = std::max(last, next_round_);
-    }
-  }
+  void drain(const S& sched, Net& net);
 
   /// Checkpoint section "GRUP": first node, total nodes, node count, then every node's "NODE".
   /// Envelopes in flight are not part of it: drain() first (refused otherwise).
-  void save(checkpoint_writer& w) const {
-    if (undrained_)
-      throw config_error("a push-sum group with envelopes in flight cannot be checkpointed: drain() it first");
-    w.section("GRUP");
-    w.u32(opt_.first_node);
-    w.u64(total_);
-    w.u64(nodes_.size());
-    for (const auto& nd : nodes_) nd.save(w);
-  }
+  void save(checkpoint_writer& w) const;
   /// What a deferred group keeps about envelopes beyond its nodes' state: the round it continues
   /// at and, per node, the envelopes it still expects (sent by peers behind it, not posted yet at
   /// the drain) and those it mixed before their round came. Checkpoint section "DEFR"; a drained
@@ -394,45 +288,9 @@ class push_sum_group {
   };
   /// Writes checkpoint section "DEFR" (the deferred_state). Throws config_error unless the group
   /// was drained (no envelope in flight).
-  void save_deferred(checkpoint_writer& w) const {
-    if (undrained_) throw config_error("a push-sum group with envelopes in flight cannot be checkpointed: drain() it first");
-    w.section("DEFR");
-    w.u32(next_round_);
-    w.u32(common_round_);
-    auto put = [&w](const std::vector<awaited>& list) {
-      std::vector<std::uint32_t> flat;
-      for (const auto& a : list) flat.insert(flat.end(), {a.round, a.from});
-      w.values(std::span<const std::uint32_t>(flat));
-    };
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      put(expected_[i]);
-      put(early_[i]);
-    }
-  }
+  void save_deferred(checkpoint_writer& w) const;
   /// Read a "DEFR" section (checked: senders in range) without changing anything.
-  deferred_state read_deferred(checkpoint_reader& r) const {
-    r.section("DEFR");
-    deferred_state d;
-    d.next_round = r.u32("the group's next round");
-    d.common_round = r.u32("the common round");
-    auto get = [&](const char* what) {
-      const auto flat = r.values<std::uint32_t>(what, std::size_t{1} << 26);
-      if (flat.size() % 2) r.fail(std::string("holds an odd-length list of ") + what);
-      std::vector<awaited> list;
-      for (std::size_t k = 0; k < flat.size(); k += 2) {
-        if (flat[k + 1] >= total_)
-          r.fail(std::string("holds ") + what + " from node " + std::to_string(flat[k + 1]) + " of a run of " +
-                 std::to_string(total_) + " nodes");
-        list.push_back({flat[k], flat[k + 1]});
-      }
-      return list;
-    };
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      d.expected.push_back(get("expected envelopes"));
-      d.early.push_back(get("early envelopes"));
-    }
-    return d;
-  }
+  deferred_state read_deferred(checkpoint_reader& r) const;
   /// Applies a deferred_state read by read_deferred().
   void restore_deferred(deferred_state d) noexcept {
     next_round_ = d.next_round;
@@ -443,20 +301,7 @@ class push_sum_group {
   }
 
   /// Read every node's saved state (checked) without changing anything.
-  std::vector<typename node_type::saved_state> read_state(checkpoint_reader& r) const {
-    r.section("GRUP");
-    const auto first = r.u32("first node");
-    const auto total = r.u64("total nodes");
-    const auto count = r.u64("node count");
-    if (first != opt_.first_node || total != total_ || count != nodes_.size())
-      r.fail("holds nodes [" + std::to_string(first) + ", " + std::to_string(first + count) + ") of " +
-             std::to_string(total) + ", this group has [" + std::to_string(opt_.first_node) + ", " +
-             std::to_string(opt_.first_node + nodes_.size()) + ") of " + std::to_string(total_));
-    std::vector<typename node_type::saved_state> out;
-    out.reserve(nodes_.size());
-    for (const auto& nd : nodes_) out.push_back(nd.read_state(r));
-    return out;
-  }
+  std::vector<typename node_type::saved_state> read_state(checkpoint_reader& r) const;
   /// Apply states from read_state().
   void restore(const std::vector<typename node_type::saved_state>& s) noexcept {
     for (std::size_t i = 0; i < nodes_.size(); ++i) nodes_[i].restore(s[i]);
@@ -492,40 +337,14 @@ class push_sum_group {
   }
 
   /// Node i expects envelope a, unless it came early (then it is crossed off the early list).
-  void expect(std::size_t i, const awaited& a) {
-    auto& early = early_[i];
-    const auto it = std::find(early.begin(), early.end(), a);
-    if (it != early.end()) early.erase(it);
-    else expected_[i].push_back(a);
-  }
+  void expect(std::size_t i, const awaited& a);
 
   /// Cross node i's taken envelopes off its expected list. One of a round after `t` (node i's
   /// round; a sender ahead of it) goes on its early list if the schedule lists the sender for
   /// that round; any other it did not expect (a sender the schedule does not list, or an envelope
   /// taken twice) is a transport_error.
   template <class S>
-  void settle(const S& sched, std::size_t i, std::uint32_t t, const char* where) {
-    auto& ex = expected_[i];
-    const auto me = static_cast<std::uint32_t>(opt_.first_node + i);
-    for (const auto& env : nodes_[i].received().envelopes) {
-      const awaited a{env.round, env.from};
-      const auto it = std::find(ex.begin(), ex.end(), a);
-      if (it != ex.end()) {
-        ex.erase(it);
-        continue;
-      }
-      bool listed = false;
-      if (env.round > t && t != all_rounds && std::find(early_[i].begin(), early_[i].end(), a) == early_[i].end()) {
-        in_edges_of(sched, env.round, me, drain_rows_);
-        for (const auto& e : drain_rows_) listed |= e.from == env.from && e.from != me;
-      }
-      if (!listed)
-        throw transport_error(std::string(where) + ": node " + std::to_string(me) + " received node " +
-                              std::to_string(env.from) + "'s envelope of round " + std::to_string(env.round) +
-                              ", which its schedule does not list for that round (or it came twice)");
-      early_[i].push_back(a);
-    }
-  }
+  void settle(const S& sched, std::size_t i, std::uint32_t t, const char* where);
 
   /// One deferred round t (policy not lockstep; docs/design/algorithms.md, "Asynchronous and overlapped
   /// push-sum"): check every node, local step and compress, post and stage the own share, take
@@ -533,100 +352,33 @@ class push_sum_group {
   /// refused round changes nothing.
   template <class S, class C, class Net, class StepOf>
   void deferred_round(const S& sched, const C& comp, Net& net, std::uint32_t t, const step& st, bool local,
-                      StepOf&& step_of) {
-    const std::size_t n = nodes_.size(), first = opt_.first_node;
-    const auto node_step_of = [&](std::size_t i) { return deferred_step_of(step_of(i), nodes_[i].u()); };
-    if constexpr (requires { net.options().mode; })
-      if (net.options().mode == loopback_mode::by_reference)
-        throw config_error("policy " + to_string(opt_.policy) +
-                           " needs a loopback in copied or encoded mode (by_reference hands out the sender's "
-                           "message, which its next round overwrites)");
-    if constexpr (requires { net.options().policy; })
-      if (!(net.options().policy == opt_.policy))
-        throw config_error("the network runs policy " + to_string(net.options().policy) + ", the nodes " +
-                           to_string(opt_.policy) + ": give both the same");
-    if (t < next_round_ || (undrained_ && t != next_round_))
-      throw config_error("deferred round " + std::to_string(t) + " after round " + std::to_string(next_round_) +
-                         " - 1: rounds with envelopes in flight run in order (drain() first to jump)");
-    if (undrained_ && st.eta != deferred_eta_)
-      throw config_error("round " + std::to_string(t) + ": the consensus step changes from " +
-                         std::to_string(deferred_eta_) + " to " + std::to_string(st.eta) +
-                         " with envelopes in flight: drain() first");
-    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      const auto ns = node_step_of(i);
-      if (local && ns.direction.empty())
-        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(first + i) +
-                         ": direction has 0 elements, the model has " + std::to_string(d_));
-      nodes_[i].prepare(t, comp, cols_[i], ns, total_, ws_[w]);
-    });
-    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      nodes_[i].step_and_compress(comp, t, node_step_of(i), ws_[w]);
-    });
-    undrained_ = true;
-    deferred_eta_ = st.eta;
-    next_round_ = t + 1;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto me = static_cast<std::uint32_t>(first + i);
-      auto ep = net.endpoint(me);
-      nodes_[i].post(ep, t, cols_[i]);
-      nodes_[i].stage_own_share(st.eta, nodes_[i].self_share(cols_[i]));
-      for (const auto& e : rows_[i])
-        if (e.from != me && !lost_on(net, {.round = t, .from = e.from, .to = me})) expect(i, {t, e.from});
-    }
-    const auto t0 = run_clock::now();
-    std::uint32_t upto = 0, through = 0;
-    const wait_policy rule = st.wait_all ? wait_policy{} : opt_.policy;
-    bool takes = rule.mixes_through(t, upto);
-    // asynchronous: whatever has arrived, also of rounds this node has not run yet (a sender
-    // ahead of it), so that what waits at a slow receiver is bounded by its senders' windows
-    if (rule.kind == wait_kind::asynchronous) upto = all_rounds;
-    const bool waits = rule.waits_through(t, through);
-    // overlap (and wait_all) take their rounds whatever a delay model says: deterministic on every network
-    const std::uint32_t now = rule.kind == wait_kind::overlap || st.wait_all ? all_rounds : t;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!takes) break;
-      must_.clear();
-      if (waits)
-        for (const auto& a : expected_[i])
-          if (a.round <= through) must_.push_back(a);
-      auto ep = net.endpoint(static_cast<std::uint32_t>(first + i));
-      nodes_[i].take(ep, now, upto, must_, expected_[i]);
-      settle(sched, i, t, ("round " + std::to_string(t)).c_str());
-    }
-    wait_seconds_ += std::chrono::duration<double>(run_clock::now() - t0).count();
-    if (!takes)
-      for (std::size_t i = 0; i < n; ++i) nodes_[i].clear_received();
-    mix_all([&](std::size_t i, std::size_t w) { nodes_[i].mix_taken(st.eta, t, blocks_[w]); });
-  }
+                      StepOf&& step_of);
+  /// A deferred round's checks of the network (its mode and policy), the round's order and the
+  /// consensus step, before anything changes.
+  template <class Net>
+  void check_deferred(const Net& net, std::uint32_t t, const step& st) const;
+  /// A deferred round's posts: each node posts round t, stages its own share and expects the
+  /// envelopes of its in-neighbours that the network does not lose.
+  template <class Net>
+  void post_deferred(Net& net, std::uint32_t t, const step& st);
+  /// A deferred round's takes: what the policy (lockstep's with wait_all) lets each node mix,
+  /// waiting for what it requires, settled against the node's expected envelopes.
+  template <class S, class Net>
+  void take_deferred(const S& sched, Net& net, std::uint32_t t, const step& st);
 
   /// The local step of a deferred round at a node whose weight is u: gamma scaled by u / b when
   /// u < b = opt_.step_weight_floor, unchanged otherwise (the same bits as lockstep's step).
   ///
-  /// Why. The step lands on the numerator (x_i' = x_i - gamma p_i), so the de-biased model
-  /// xh_i = x_i / u_i moves by gamma p_i / u_i. With every envelope mixed in its round, u_i is set
-  /// by the schedule alone (1 on a doubly stochastic one). Under delays it is not: a node keeps
-  /// sending away its share of u_i every round while what its in-neighbours sent it is still in
-  /// flight, so u_i shrinks geometrically (by 1/2 a round on a one-peer graph at eta 1) and the
-  /// step is amplified by 1/u_i. Measured with
-  /// sparsepush-train (SGP, mlp, 16 nodes, time-varying ring, asynchronous, max-delay 16, a drain
-  /// every 10 rounds): min u_i went 0.5, 0.25, ..., 0.0078 over rounds 0-6 (nothing arrived at
-  /// that node; 15/16 of the weight was in flight), the largest |xh| jumped from 0.46 to 29, and
-  /// the run diverged at round 7 (loss 43.7 from 2.4); without local steps min u_i reaches 5e-4.
-  /// Capping the amplification at 1/b bounds the de-biased step by gamma p_i / b. b = 1/2 trained
-  /// that run (77.8% after 1 epoch; 1: 76.4%, 1/4: 77.6%, 1/8: 76.5%, 1/16: diverged) and the
-  /// same at lr 0.05 (78.3%; 1/4: 74.4%, 1/8: diverged); a smaller step is not free: the global
-  /// mean moves by the scaled steps, so b = 1 trains slower.
-  ///
-  /// Only the local step changes: what is posted and mixed is the same column-stochastic push-sum
-  /// of whatever x_i is, so sum_i x_i (plus the envelopes in flight) and sum_i u_i = n are
-  /// conserved exactly as before; the step itself is a different (smaller) gradient step.
-  /// Lockstep rounds keep the step as docs/design/algorithms.md writes it (their u_i is the schedule's, and
-  /// their bits are pinned by tests); a deferred round at a node with u_i >= b has today's bits.
-  typename node_type::step deferred_step_of(typename node_type::step ns, double u) const noexcept {
-    const double b = opt_.step_weight_floor;
-    if (u < b && !ns.direction.empty()) ns.gamma *= u / b;
-    return ns;
-  }
+  /// The step lands on the numerator (x_i' = x_i - gamma p_i), so the de-biased model
+  /// xh_i = x_i / u_i moves by gamma p_i / u_i. Under delays u_i is not the schedule's: a node
+  /// keeps sending away its share of u_i every round while what its in-neighbours sent it is
+  /// still in flight, so u_i shrinks geometrically and the step is amplified by 1/u_i; the cap
+  /// bounds the de-biased step by gamma p_i / b (docs/design/weight-floor.md: the run that chose
+  /// b = 1/2). Only the local step changes: what is posted and
+  /// mixed is the same column-stochastic push-sum of whatever x_i is, so sum_i x_i (plus the
+  /// envelopes in flight) and sum_i u_i = n are conserved. Lockstep rounds keep the step as
+  /// docs/design/algorithms.md writes it; a deferred round at a node with u_i >= b has their bits.
+  typename node_type::step deferred_step_of(typename node_type::step ns, double u) const noexcept;
 
   std::vector<std::span<const T>> xs() const {
     std::vector<std::span<const T>> v;
@@ -664,3 +416,8 @@ class push_sum_group {
 
 }  // namespace v0
 }  // namespace sparsepush
+
+// Out of the class: the deferred rounds and the drain, and the checkpoint sections (each includes
+// this header back; #pragma once ends the loop).
+#include "detail/group_deferred.hpp"
+#include "detail/group_checkpoint.hpp"

@@ -2,13 +2,17 @@
 // Each process runs its own rounds, never waiting for the others, until the nodes together have
 // taken their budget of n x train_rounds rounds (never more, and less by under one round of every
 // node); a nonblocking sum of the round count tells every process alike where the run evaluates,
-// checkpoints and ends. The trainer supplies the rounds.
+// checkpoints and ends. The trainer supplies the rounds. Here too: what the trainer asks of an
+// algorithm's waiting policy (deferred, asynchronous, the drain, the round to continue at).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
+
+#include "../gossip/policy.hpp"
 
 #include "process_group.hpp"
 #include "types.hpp"
@@ -16,6 +20,41 @@
 namespace sparsepush {
 inline namespace v0 {
 namespace detail {
+
+/// Whether algorithm alg runs deferred rounds (a waiting policy other than lockstep).
+template <class A>
+bool deferred_policy(const A& alg) {
+  if constexpr (requires { alg.policy().lockstep(); }) return !alg.policy().lockstep();
+  else return false;
+}
+
+/// Whether algorithm alg runs the asynchronous policy.
+template <class A>
+bool asynchronous_policy(const A& alg) {
+  if constexpr (requires { alg.policy().kind; }) return alg.policy().kind == wait_kind::asynchronous;
+  else return false;
+}
+
+/// Mix every envelope in flight (a no-op in lockstep): before an evaluation, a checkpoint and the
+/// end. Collective.
+template <class A>
+void drain_all(A& alg) {
+  if constexpr (requires { alg.drain(); }) alg.drain();
+}
+
+/// After asynchronous training, drained: every node continues at the first round none has posted
+/// (alg.common_round()), and that round is returned; nothing where the algorithm has no
+/// continue_at (its nodes ran the same rounds).
+template <class A>
+std::optional<std::uint32_t> continue_together(A& alg) {
+  if constexpr (requires { alg.continue_at(0u); }) {
+    const std::uint32_t at = alg.common_round();
+    alg.continue_at(at);
+    return at;
+  } else {
+    return std::nullopt;
+  }
+}
 
 /// The asynchronous policy over several processes (unbounded staleness): each process runs its
 /// own rounds, never waiting for the others, until the nodes together have taken their budget

@@ -1,9 +1,11 @@
-// sparsepush/train/trainer_checkpoint.hpp: the trainer's own part of a rank file (the run it
-// belongs to, the rank layout, and what train_result carries over a resume; a deferred policy's
-// pace in a section of its own) written and read back, and the check of a directory's manifest
-// against the run that resumes from it.
+// sparsepush/train/trainer_checkpoint.hpp: a rank file of the trainer's checkpoints, written and
+// read back: the trainer's own section (the run it belongs to, the rank layout, and what
+// train_result carries over a resume), the backend's and the algorithm's state, a deferred
+// policy's pace, and section LOCL (the evaluations' bytes, the outer step's momentum); and the
+// check of a directory's manifest against the run that resumes from it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -11,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "../checkpoint.hpp"
+#include "../tensor.hpp"
 #include "checkpoints.hpp"
 #include "process_group.hpp"
 #include "settings.hpp"
@@ -30,6 +35,9 @@ inline constexpr const char* old_trainer_section_tag = "TRNR";
 /// The section a deferred policy adds to a rank file: this process's next round, the offset of
 /// the rounds after training, and its nodes' step counts.
 inline constexpr const char* async_section_tag = "ASYN";
+/// The section every rank file ends with: the evaluations' bytes so far and the outer step's
+/// momentum (one vector per node of this process, none without momentum).
+inline constexpr const char* local_section_tag = "LOCL";
 
 /// What the trainer's section holds besides the run's settings, its round and the rank layout.
 struct trainer_section {
@@ -44,6 +52,13 @@ struct async_section {
   std::uint32_t next_round = 0;             ///< this process's next round
   std::uint32_t round_offset = 0;           ///< the schedule's round - the phase round (after asynchronous training)
   std::vector<std::uint64_t> steps;         ///< local steps of this process's nodes
+};
+
+/// What section LOCL holds.
+template <tensor_element T>
+struct local_section {
+  std::uint64_t eval_bytes = 0;             ///< the evaluations' bytes so far
+  std::vector<std::vector<T>> outer_m;      ///< the outer step's momentum m_i per node (empty: none)
 };
 
 /// Write the trainer's section of this process's rank file of round `round` (the next round).
@@ -110,6 +125,77 @@ inline void read_async_section(checkpoint_reader& r, async_section& s) {
   s.next_round = r.u32("the process's next round");
   s.round_offset = r.u32("the offset of the rounds after training");
   r.values(std::span<std::uint64_t>(s.steps), "the nodes' step counts");
+}
+
+/// Write section LOCL.
+template <tensor_element T>
+void write_local_section(checkpoint_writer& w, std::uint64_t eval_bytes, std::span<const std::vector<T>> outer_m) {
+  w.section(local_section_tag);
+  w.u64(eval_bytes);
+  w.u32(static_cast<std::uint32_t>(outer_m.size()));
+  for (const auto& m : outer_m) w.values(std::span<const T>(m));
+}
+
+/// Read section LOCL, checked against this process's `local_nodes` nodes of `dim` elements.
+template <tensor_element T>
+local_section<T> read_local_section(checkpoint_reader& r, std::size_t local_nodes, std::size_t dim) {
+  local_section<T> s;
+  r.section(local_section_tag);
+  s.eval_bytes = r.u64("the evaluations' bytes");
+  const std::uint32_t kept = r.u32("the outer momentum's node count");
+  if (kept != 0 && kept != local_nodes)
+    r.fail("holds the outer momentum of " + std::to_string(kept) + " nodes; this process runs " +
+           std::to_string(local_nodes));
+  for (std::uint32_t k = 0; k < kept; ++k) s.outer_m.push_back(r.values<T>("outer momentum", dim));
+  for (const auto& m : s.outer_m)
+    if (m.size() != dim)
+      r.fail("holds an outer momentum of " + std::to_string(m.size()) + " elements for a model of " +
+             std::to_string(dim));
+  return s;
+}
+
+/// This process's rank file of round `next`, in order: the trainer's section `s`, the backend's
+/// state, the algorithm's, `pace` (a deferred policy's, else null) and section LOCL.
+template <tensor_element T, process_group G, class A>
+std::vector<std::byte> rank_file_bytes(const run_settings& settings, const G& group, std::uint32_t next,
+                                       const trainer_section& s, const local_training<T>& be, const A& alg,
+                                       const async_section* pace, std::uint64_t eval_bytes,
+                                       std::span<const std::vector<T>> outer_m) {
+  checkpoint_writer w;
+  write_trainer_section(w, settings, group, next, s);
+  if (be.save) be.save(w);
+  alg.save(w);
+  if (pace) write_async_section(w, *pace);
+  write_local_section<T>(w, eval_bytes, outer_m);
+  return w.finish();
+}
+
+/// What a rank file holds besides the algorithm's state, read and checked.
+template <tensor_element T>
+struct rank_file_state {
+  trainer_section trainer;             ///< the trainer's section
+  std::function<void()> apply_backend;  ///< applies the backend's state (none without restore)
+  async_section pace;                   ///< a deferred policy's, or lockstep's implied one
+  local_section<T> local;               ///< section LOCL
+};
+
+/// Read and check this rank's file of round `round` (r) written by rank_file_bytes; restore the
+/// algorithm from it (all of it or nothing; `alg_changed` tells) and return the rest, unapplied.
+/// Without a deferred policy the step counts are lockstep's: every node took every training round.
+template <tensor_element T, process_group G, class A>
+rank_file_state<T> read_rank_file(checkpoint_reader& r, const run_settings& settings, const G& group,
+                                  std::uint32_t round, const local_training<T>& be, A& alg, bool deferred,
+                                  std::uint32_t train_rounds, bool& alg_changed) {
+  rank_file_state<T> f;
+  f.trainer = read_trainer_section(r, settings, group, round);
+  if (be.restore) f.apply_backend = be.restore(r);
+  alg.restore(r);  // checks everything before it changes anything
+  alg_changed = true;
+  f.pace = {round, 0, std::vector<std::uint64_t>(group.local_nodes(), std::min(round, train_rounds))};
+  if (deferred) read_async_section(r, f.pace);
+  f.local = read_local_section<T>(r, group.local_nodes(), alg.dim());
+  r.done();
+  return f;
 }
 
 /// The round to resume at, from rank 0's reading of the manifest of opt.resume_dir, written by
