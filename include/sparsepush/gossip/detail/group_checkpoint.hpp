@@ -12,7 +12,7 @@
 
 #include "../../checkpoint.hpp"
 #include "../../config.hpp"
-#include "../group.hpp"
+#include "../push_sum_group.hpp"
 
 namespace sparsepush {
 inline namespace v0 {

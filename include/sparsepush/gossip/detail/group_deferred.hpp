@@ -15,7 +15,7 @@
 
 #include "../../clock.hpp"
 #include "../../config.hpp"
-#include "../group.hpp"
+#include "../push_sum_group.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
