@@ -1,5 +1,6 @@
 // python/bind_schedule.cpp: schedules (Schedule, parse_schedule, SCSP's final_rounds_for) and
 // wait policies (check_policy, parse_policy: the policy names PushSumGroup and MpiNetwork take).
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,18 +15,22 @@ sp::wait_policy parse_policy(const std::string& s) {
     std::uint64_t x = 0;
     bool ok = !v.empty() && v.size() <= 10;
     for (const char c : v) ok = ok && c >= '0' && c <= '9', x = x * 10 + static_cast<std::uint64_t>(c - '0');
-    if (!ok || x > 0xffffffffull)
+    if (!ok || x > std::numeric_limits<std::uint32_t>::max())
       throw sp::config_error("policy '" + s + "': '" + std::string(v) + "' is not a whole number");
     return static_cast<std::uint32_t>(x);
   };
-  if (s == "lockstep") return sp::wait_policy{};
-  if (s == "overlap") return sp::wait_policy::overlap();
-  if (s == "asynchronous" || s == "async" || s == "inf") return sp::wait_policy::asynchronous();
-  if (s.rfind("asynchronous:", 0) == 0) return sp::wait_policy::asynchronous(number(std::string_view(s).substr(13)));
-  if (s.rfind("staleness:", 0) == 0) return sp::wait_policy::staleness(number(std::string_view(s).substr(10)));
+  // the names are the library's (to_string of each rule): lockstep, overlap, asynchronous[:W], staleness:N
+  const std::string lockstep = sp::to_string(sp::wait_policy{}), overlap = sp::to_string(sp::wait_policy::overlap()),
+                    async = sp::to_string(sp::wait_policy::asynchronous()), bounded = sp::to_string(sp::wait_policy::staleness(1));
+  const std::string async_prefix = async + ":", bounded_prefix = bounded.substr(0, bounded.find(':') + 1);
+  if (s == lockstep) return sp::wait_policy{};
+  if (s == overlap) return sp::wait_policy::overlap();
+  if (s == async || s == "async" || s == "inf") return sp::wait_policy::asynchronous();
+  if (s.rfind(async_prefix, 0) == 0) return sp::wait_policy::asynchronous(number(std::string_view(s).substr(async_prefix.size())));
+  if (s.rfind(bounded_prefix, 0) == 0) return sp::wait_policy::staleness(number(std::string_view(s).substr(bounded_prefix.size())));
   if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) return sp::wait_policy::staleness(number(s));
   throw sp::config_error("unknown wait policy '" + s +
-                         "' (known: lockstep, overlap, staleness:N, asynchronous, asynchronous:W)");
+                         "' (known: " + lockstep + ", " + overlap + ", " + bounded_prefix + "N, " + async + ", " + async_prefix + "W)");
 }
 
 namespace {
@@ -102,14 +107,15 @@ The canonical name of a wait policy (docs/design/algorithms.md, "Asynchronous an
 envelopes held per in-neighbour, 16 by default). Also takes sparsepush-train's --staleness values
 ("0", "N", "inf"). Raises ConfigError for anything else.)doc");
 
-  m.def("final_rounds_for", &final_rounds_for, py::arg("schedule"), py::arg("first_round"), py::arg("tolerance") = 1e-3,
-        py::arg("max_rounds") = 100000, py::arg("eta") = 1.0,
-        R"doc(final_rounds_for(schedule, first_round, tolerance=1e-3, max_rounds=100000, eta=1.0) -> (rounds, bound, exact)
-
-SCSP's automatic final-round count: the fewest exact push-sum rounds from first_round after which
+  // the docstring's signature shows the library's search limit (kept alive with the module)
+  static const std::string final_rounds_doc =
+      "final_rounds_for(schedule, first_round, tolerance=1e-3, max_rounds=" + std::to_string(sp::final_rounds_search_limit) +
+      ", eta=1.0) -> (rounds, bound, exact)\n\n" + R"doc(SCSP's automatic final-round count: the fewest exact push-sum rounds from first_round after which
 every de-biased model is within `tolerance` of the largest distance to the average at their start
 (bound: that relative distance; exact: the schedule averages exactly). ConfigError where the graph
-mixes too slowly.)doc");
+mixes too slowly.)doc";
+  m.def("final_rounds_for", &final_rounds_for, py::arg("schedule"), py::arg("first_round"), py::arg("tolerance") = 1e-3,
+        py::arg("max_rounds") = sp::final_rounds_search_limit, py::arg("eta") = 1.0, final_rounds_doc.c_str());
 }
 
 }  // namespace sparsepush_python

@@ -205,7 +205,7 @@ py_plan spec_plan(const sp::run_spec& s, py::array_t<std::uint8_t, py::array::c_
     py::gil_scoped_release nogil;
     out.p = sp::plan_reference_run(s, train);
   }
-  out.bounded = s.info().final_rounds && s.final_rounds_spec() == "auto" && s.drop_value() == 0;
+  out.bounded = s.info().final_rounds && s.final_rounds_auto() && s.drop_value() == 0;
   return out;
 }
 

@@ -64,6 +64,8 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
       {{{"final-compressor", "top-k:0.1"}}, "--final-rounds auto counts rounds that send whole models"},
       {{{"final-rounds", "4"}, {"final-tolerance", "0.01"}}, "--final-tolerance sets the target of --final-rounds auto"},
       {{{"final-rounds", "0"}}, "--final-rounds must be auto or a count in [1, 4294967295], got 0"},
+      {{{"algorithm", "sp"}, {"final-rounds", "3"}}, "--final-rounds sets SCSP's final rounds; --algorithm sp has none"},
+      {{{"algorithm", "choco"}, {"final-rounds", "auto"}}, "--final-rounds sets SCSP's final rounds; --algorithm choco has none"},
       {{{"checkpoint-every", "5"}}, "--checkpoint-every needs --checkpoint DIR"},
       {{{"resume-round", "5"}}, "--resume-round needs --resume DIR"},
       {{{"resume", "/nonexistent/dir"}}, "--resume"},
@@ -113,7 +115,6 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
 
 TEST_CASE("run_spec: warnings for settings that change nothing", "[train][run_spec]") {
   CHECK(spec_of({{"loss-recovery", "none"}}).validate().size() == 1);
-  CHECK(spec_of({{"algorithm", "sp"}, {"final-rounds", "3"}}).validate().size() == 1);
   CHECK(spec_of({}).validate().empty());
 }
 
@@ -128,6 +129,26 @@ TEST_CASE("run_spec: the default fingerprint is the text 0.3 checkpoints were wr
   s.set("staleness", "inf");
   s.set("precision", "int8");
   CHECK(s.fingerprint(20586).text() == v036 + "bits=8;policy=asynchronous;max_delay=4;");
+}
+
+TEST_CASE("run_spec: keys left out at their defaults are written, in 0.6.1's places, once set", "[train][run_spec]") {
+  sp::run_spec s;
+  for (const auto& [o, v] : std::vector<std::pair<std::string, std::string>>{
+           {"local-steps", "4"}, {"outer-lr", "0.7"}, {"eval-reduce", "allreduce"}, {"eval-average-every", "10"},
+           {"eval-split", "true"}, {"bits", "6"}, {"staleness", "3"}, {"max-delay", "1"}, {"target-accuracy", "0.8"}})
+    s.set(o, v);
+  const std::string v061 =
+      "nodes=16;dim=10;schedule=time-varying-ring;algorithm=scsp;compressor=top-k:0.01;eta=0.02;final=auto;"
+      "final_compressor=identity;final_eta=1;final_tolerance=0.001;seed=1;model=cnn;epochs=5;batch=32;lr=0.02;"
+      "lr_schedule=step;warmup=0;skew=0.8;dirichlet=0;momentum=0.9;nesterov=0;weight_decay=1e-04;local_steps=4;"
+      "outer_lr=0.7;per_layer=0;consensus_step=0.5;data=/usr/share/datasets/fashion-mnist;drop=0;recovery=ack;"
+      "eval_every=0;eval_samples=2000;eval_reduce=allreduce;eval_average_every=10;eval_split=1;bits=6;policy=staleness:3;"
+      "max_delay=1;";
+  CHECK(s.fingerprint(10).text() == v061);
+  CHECK(s.fingerprint(10, true).text().find("target_accuracy=0.8;") != std::string::npos);
+  // a key left out reads as its default in a mismatch
+  CHECK(sp::run_spec().fingerprint(10).diff_from(sp::run_settings::parse(v061)).find("eval_reduce=allreduce (now ordered)") !=
+        std::string::npos);
 }
 
 TEST_CASE("run_spec: every field of role numbers or ranks is in the fingerprint, no other", "[train][run_spec]") {
@@ -173,6 +194,62 @@ TEST_CASE("run_spec: a resume mismatch names lockstep, not an absent key", "[tra
   const std::string diff = now.fingerprint(5).diff_from(old_text);
   CHECK(diff.find("policy=asynchronous (now lockstep)") != std::string::npos);
   CHECK(diff.find("(absent)") == std::string::npos);
+}
+
+TEST_CASE("run_spec: the shown defaults are the values a spec at its defaults uses", "[train][run_spec]") {
+  const sp::run_spec& d = sp::run_spec::defaults();
+  std::vector<std::pair<std::string, std::string>> shown;
+  sp::run_spec::for_each_field(d, [&](const sp::field_info& f, const auto&) {
+    if (!f.shown_default.empty()) shown.emplace_back(std::string(f.option), f.shown_default);
+  });
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"compressor", d.compressor_spec()}, {"final-rounds", "auto"}, {"final-compressor", "identity"},
+      {"final-tolerance", "0.001"}, {"skew", "0.8"}, {"dirichlet", "0"}, {"outer-lr", "1"}, {"outer-momentum", "0"},
+      {"consensus-step", "0.5"}, {"drop-probability", "0"}, {"loss-recovery", "ack"}, {"eval-reduce", "ordered"},
+      {"precision", "fp32"}, {"staleness", "0"}, {"threads", std::to_string(d.threads_value())}};
+  CHECK(shown == want);
+  CHECK(d.compressor_spec() == "top-k:0.01");
+  CHECK(d.final_rounds_auto());
+  CHECK(!d.final_rounds_count());
+  CHECK(d.loss_recovery_mode() == sp::loss_recovery::acknowledged);
+  CHECK(d.eval_reduce_mode() == sp::eval_reduction::ordered);
+  CHECK(d.transport_mode() == sp::run_transport::inprocess);
+  CHECK(!d.mpi());
+  CHECK(d.info().kind == sp::algorithm_kind::scsp);
+}
+
+TEST_CASE("run_spec: choices are enums read through their name tables", "[train][run_spec]") {
+  sp::run_spec s;
+  s.set("final-rounds", "12");
+  CHECK(!s.final_rounds_auto());
+  CHECK(*s.final_rounds_count() == 12);
+  s.set("loss-recovery", "none");
+  CHECK(s.loss_recovery_mode() == sp::loss_recovery::none);
+  CHECK(s.loss_recovery_value() == "none");
+  s.set("eval-reduce", "allreduce");
+  CHECK(s.eval_reduce_mode() == sp::eval_reduction::allreduce);
+  s.set("transport", "mpi");
+  CHECK(s.mpi());
+  s.set("precision", "int8");
+  CHECK(s.precision_mode() == sp::run_precision::int8);
+  CHECK(s.bits_value() == 8);
+  s.set("algorithm", "choco");
+  CHECK(s.info().kind == sp::algorithm_kind::choco);
+  CHECK(sp::names_of(sp::run_transports) == "inprocess,mpi");
+  s.set("eval-reduce", "sum");
+  CHECK_THROWS_WITH(s.eval_reduce_mode(), Catch::Contains("--eval-reduce: sum not in {ordered,allreduce}"));
+}
+
+TEST_CASE("run_spec: final_rounds_of is the one count of SCSP's final rounds", "[train][run_spec]") {
+  sp::run_spec s;  // 16 nodes of the time-varying ring: auto's exact count is 4
+  const sp::final_rounds_plan p = sp::final_rounds_of(s, 100);
+  CHECK(p.rounds == 4);
+  CHECK(p.exact);
+  s.set("final-rounds", "7");
+  CHECK(sp::final_rounds_of(s, 100).rounds == 7);
+  s.final_rounds.reset();
+  s.algorithm = "sp";
+  CHECK(sp::final_rounds_of(s, 100).rounds == 0);
 }
 
 TEST_CASE("run_spec: set() reads numbers whole and names the option", "[train][run_spec]") {

@@ -32,6 +32,9 @@ struct final_rounds_plan {
 /// before it gives up on a slowly mixing graph.
 inline constexpr double final_rounds_work_limit = 0x1p34;
 
+/// The most rounds final_rounds_for tries by default before it gives up on a slowly mixing graph.
+inline constexpr std::uint32_t final_rounds_search_limit = 100000;
+
 /// The fewest exact push-sum rounds, starting at round `first_round` of schedule s, after which
 /// rho (above) <= tolerance, i.e. every de-biased model is within tolerance times the largest
 /// distance at the start of the phase, whatever the push-sum weights u. `eta` in (0, 1] relaxes
@@ -43,7 +46,7 @@ inline constexpr double final_rounds_work_limit = 0x1p34;
 /// slowly mixing graph, e.g. a directed ring of thousands of nodes: give the count instead).
 template <schedule S>
 final_rounds_plan final_rounds_for(const S& s, std::uint64_t first_round, double tolerance = 1e-3,
-                                   std::uint32_t max_rounds = 100000, double eta = 1.0,
+                                   std::uint32_t max_rounds = final_rounds_search_limit, double eta = 1.0,
                                    double work_limit = final_rounds_work_limit) {
   if (!(tolerance > 0 && tolerance < 1))
     throw config_error("final rounds: the tolerance must be in (0, 1), got " + std::to_string(tolerance));

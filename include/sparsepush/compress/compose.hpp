@@ -143,7 +143,8 @@ inline k_spec parse_k(std::string_view s, std::string_view spec) {
     // conversion, which would be undefined for values beyond size_t
     if (v > static_cast<double>(std::numeric_limits<std::uint32_t>::max()))
       throw config_error(detail::quoted_spec(spec) + ": k = " + std::string(s) +
-                         " exceeds 4294967295, the most values a message holds");
+                         " exceeds " + std::to_string(std::numeric_limits<std::uint32_t>::max()) +
+                         ", the most values a message holds");
     return k_spec::count(static_cast<std::size_t>(v));
   }
   if (!(v > 0.0 && v <= 1.0))

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "../algorithm/final_rounds.hpp"
 #include "../checkpoint.hpp"
 #include "run_algorithm.hpp"
+#include "run_final_rounds.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -208,11 +208,7 @@ class gossip_run {
   void finish_with(A& a) {
     if constexpr (requires { a.phases(); a.drain(); }) {
       if (spec_.info().final_rounds) {
-        if (spec_.final_rounds_spec() == "auto")
-          final_rounds_ = final_rounds_for(a.mixing_schedule(), round_, spec_.final_tolerance_value(), 100000,
-                                           *spec_.final_eta_value()).rounds;
-        else
-          final_rounds_ = static_cast<std::uint32_t>(std::stoull(spec_.final_rounds_spec()));
+        final_rounds_ = final_rounds_of(spec_, a.mixing_schedule(), round_).rounds;
         for (std::uint32_t j = 0; j < final_rounds_; ++j, ++round_)
           a.round(round_, std::span<const std::span<const float>>(), 0.0, training_rounds + j, true);
       }

@@ -19,9 +19,9 @@
 #include "../data/idx.hpp"
 #include "../data/partition.hpp"
 #include "../data/shard.hpp"
-#include "../algorithm/final_rounds.hpp"
 #include "../nn/model.hpp"
 #include "../nn/optimizer.hpp"
+#include "run_final_rounds.hpp"
 #include "run_spec.hpp"
 #include "trainer.hpp"
 
@@ -71,7 +71,7 @@ inline reference_plan plan_reference_run(const run_spec& s, const labelled_image
       throw config_error("node " + std::to_string(i) + " received no training samples; raise --dirichlet alpha or use fewer nodes");
   p.per_node = train.count / n;
   // rounds are 32-bit: check the arithmetic before converting
-  constexpr double max_rounds = std::numeric_limits<std::uint32_t>::max();
+  constexpr double max_rounds = max_run_rounds;
   // H local steps a round: the rounds that make --epochs (at least one), whose local steps the
   // learning-rate schedule counts in 32 bits too
   p.local_steps = s.local_steps;
@@ -80,18 +80,16 @@ inline reference_plan plan_reference_run(const run_spec& s, const labelled_image
       std::max(1.0, std::round(s.epochs * static_cast<double>(p.per_node) / (static_cast<double>(s.batch) * H)));
   if (want * H > max_rounds)
     throw config_error("--epochs " + std::to_string(s.epochs) + " gives " + std::to_string(want) + " rounds of " +
-                       std::to_string(s.local_steps) + " local steps, more than the 4294967295 steps a run can count");
+                       std::to_string(s.local_steps) + " local steps, more than the " + std::to_string(max_run_rounds) + " steps a run can count");
   p.train_rounds = static_cast<std::uint32_t>(want);
-  if (scsp && s.final_rounds_spec() == "auto") {  // SCSP: the fewest exact rounds within --final-tolerance
-    p.plan = final_rounds_for(parse_schedule(s.schedule_spec(), n, s.seed), p.train_rounds, s.final_tolerance_value(), 100000,
-                              *s.final_eta_value());
-    p.final_rounds = p.plan.rounds;
-  } else if (scsp) {  // the count given
-    p.final_rounds = static_cast<std::uint32_t>(std::stoull(s.final_rounds_spec()));
+  if (scsp) {  // SCSP: the count given, or auto's fewest exact rounds within --final-tolerance
+    const final_rounds_plan f = final_rounds_of(s, p.train_rounds);
+    if (s.final_rounds_auto()) p.plan = f;
+    p.final_rounds = f.rounds;
   }
   if (scsp && static_cast<double>(p.train_rounds) + p.final_rounds > max_rounds)
     throw config_error("--final-rounds " + std::to_string(p.final_rounds) + " after " + std::to_string(p.train_rounds) +
-                       " training rounds exceeds the 4294967295 rounds a run can count");
+                       " training rounds exceeds the " + std::to_string(max_run_rounds) + " rounds a run can count");
   if (s.warmup > std::uint64_t{p.train_rounds} * s.local_steps)
     throw config_error("--warmup " + std::to_string(s.warmup) + " is longer than the " +
                        (s.local_steps > 1 ? std::to_string(std::uint64_t{p.train_rounds} * s.local_steps) +

@@ -70,8 +70,7 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
   for (const straggler& st : s.stragglers())
     slowed.push_back(obj{{"nodes", summary_value::array{st.first, st.last}}, {"factor", st.factor}});
   const summary_value slow = slowed.empty() ? summary_value(nullptr) : summary_value(std::move(slowed));
-  const bool scsp = s.info().final_rounds, graph = s.info().graph, bounded = scsp && s.final_rounds_spec() == "auto" &&
-                                                                            s.drop_value() == 0;
+  const bool scsp = s.info().final_rounds, graph = s.info().graph, bounded = scsp && s.final_rounds_auto() && s.drop_value() == 0;
   const unsigned bits = s.bits_value(), b = bits ? bits : 32;
   const auto one = net.profile(s.batch * n, b), per = net.profile(s.batch, b);
   auto profile = [](std::size_t batch, const nn::device_profile& d) {
@@ -168,10 +167,8 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
 /// SCSP's final rounds when they start at schedule round `at` (a target stopped training early):
 /// auto's count from there, or the count given; 0 for other algorithms.
 inline std::uint32_t reference_final_rounds(const run_spec& s, const reference_plan& p, std::uint32_t at) {
-  if (!s.info().final_rounds) return 0;
-  if (s.final_rounds_spec() != "auto") return p.final_rounds;
-  return final_rounds_for(parse_schedule(s.schedule_spec(), s.nodes, s.seed), at, s.final_tolerance_value(), 100000,
-                          *s.final_eta_value()).rounds;
+  if (!s.final_rounds_auto()) return p.final_rounds;  // the count given (0 without final rounds)
+  return final_rounds_of(s, at).rounds;
 }
 
 /// The lines a run opens with: what runs, and SCSP's final rounds.
@@ -205,7 +202,7 @@ inline std::string reference_header(const run_spec& s, const reference_plan& p, 
   const auto v = whole_model_values(parse_compressor(s.final_compressor_spec())).value_or(value_encoding::native);
   const char* rounding = v == value_encoding::native || v == value_encoding::f32 || v == value_encoding::f64
                              ? "" : ", before the values' rounding";  // a value encoding below the model's precision
-  if (s.final_rounds_spec() != "auto") out += "\n";
+  if (!s.final_rounds_auto()) out += "\n";
   else if (s.drop_value() > 0)  // a lost message breaks the count: no bound holds
     out += detail::format(" (auto: the count for a lossless schedule; with --drop-probability %g lost messages leave the "
                           "models apart by more: the final param_divergence is measured, not bounded)\n", s.drop_value());
@@ -278,8 +275,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
                             .eval_threads = s.threads_value(), .checkpoint_dir = s.checkpoint_dir(),
                             .checkpoint_every = s.checkpoint_every, .resume_dir = s.resume.value_or(""),
                             .resume_round = s.resume_round, .start = start,
-                            .eval_reduction = s.eval_reduce_value() == "allreduce" ? eval_reduction::allreduce
-                                                                                   : eval_reduction::ordered},
+                            .eval_reduction = s.eval_reduce_mode()},
                            backend.hooks(), cb);
   backend.resuming_at(tr.start_round());
   if (root) say(reference_header(s, p, d));

@@ -86,7 +86,7 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
   const sparse_push_options so{.threads = s.threads_value(), .seed = s.seed,
                                .network = {.drop_probability = s.drop_value(), .seed = s.seed,
                                            .max_delay = s.max_delay_value()},
-                               .recovery = s.loss_recovery_value() == "ack" ? loss_recovery::acknowledged : loss_recovery::none,
+                               .recovery = s.loss_recovery_mode(),
                                .policy = s.policy()};
   using sp_t = sparse_push<float, any_compressor, any_schedule, net_t>;
   if constexpr (std::is_void_v<Net>) return std::make_unique<sp_t>(std::move(x0), sched, phases, so);

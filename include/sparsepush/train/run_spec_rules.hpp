@@ -1,7 +1,8 @@
 // sparsepush/train/run_spec_rules.hpp: run_spec::validate(), every rule a run's settings obey
 // before any data is loaded: each field's range and choices, no empty text, the settings an
 // algorithm does not use (asked of its algorithm_info), the schedule's symmetry (asked of the
-// schedule), SCSP's final rounds, the waiting policy, checkpoints and the output files.
+// schedule), SCSP's final rounds, the waiting policy, checkpoints and the output files; and
+// run_spec::stragglers(), --straggler's specs checked against the nodes.
 #pragma once
 
 #include <cstdlib>
@@ -11,7 +12,7 @@
 
 #include "checkpoints.hpp"
 #include "outputs.hpp"
-#include "run_spec.hpp"
+#include "run_description.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -60,127 +61,143 @@ void check_field(const field_info& f, const M& member) {
   else range(static_cast<double>(member));
 }
 
-}  // namespace detail
-
-inline std::vector<std::string> run_spec::validate(int ranks) const {
-  std::vector<std::string> warnings;
-  for_each_field(*this, [](const field_info& f, const auto& member) { detail::check_field(f, member); });
-  const algorithm_info& a = info();
-  const std::string alg = "--algorithm " + algorithm + " ";
+/// validate()'s rules on single settings: each field's range and choices, the precision, the
+/// partition, the final-round count, the nodes and the ranks.
+inline void check_settings(const run_spec& s, int ranks) {
+  run_spec::for_each_field(s, [](const field_info& f, const auto& member) { check_field(f, member); });
   // --precision and --bits: one training precision
-  if (bits && *bits != 32 && *bits != 0 && (*bits < 4 || *bits > 16))
-    throw config_error("--bits " + std::to_string(*bits) + ": simulated precision must be 4 to 16 bits (0 or 32: full precision)");
-  if (bits && precision && bits_value() != (*precision == "int8" ? 8u : 0u))
-    throw config_error("--precision " + *precision + " and --bits " + std::to_string(bits_value()) +
+  if (s.bits && *s.bits != 32 && *s.bits != 0 && (*s.bits < 4 || *s.bits > 16))
+    throw config_error("--bits " + std::to_string(*s.bits) + ": simulated precision must be 4 to 16 bits (0 or 32: full precision)");
+  if (s.bits && s.precision && s.bits_value() != bits_of(s.precision_mode()))
+    throw config_error("--precision " + *s.precision + " and --bits " + std::to_string(s.bits_value()) +
                        " conflict (int8 is --bits 8, fp32 is --bits 0)");
-  if (skew && dirichlet) throw config_error("--dirichlet excludes --skew");
-  if (final_rounds && *final_rounds != "auto") {
-    std::uint64_t k = 0;
-    const auto [end, ec] = std::from_chars(final_rounds->data(), final_rounds->data() + final_rounds->size(), k);
-    if (ec != std::errc() || end != final_rounds->data() + final_rounds->size() || k == 0 || k > 4294967295u)
-      throw config_error("--final-rounds must be auto or a count in [1, 4294967295], got " + *final_rounds);
-  }
-  if (nodes < 2)
+  if (s.skew && s.dirichlet) throw config_error("--dirichlet excludes --skew");
+  (void)s.final_rounds_count();  // auto or a count in [1, max_run_rounds]
+  if (s.nodes < 2)
     throw config_error("--nodes must be at least 2: one node has no one to gossip with, and its run would be "
                        "plain SGD (the library runs a single node that way; here use --nodes 2 or more)");
   if constexpr (simulated_clock) {
     // SMPI runs every rank as a simulated process on one host thread and times its computation with
     // that thread's CPU clock: work on other threads would be missed, and only MPI runs are simulated
-    if (!mpi()) throw config_error("this sparsepush-train is built for SimGrid's SMPI: run it under smpirun with --transport mpi");
-    if (threads_value() != 1)
-      throw config_error("--threads " + std::to_string(threads_value()) + ": under SMPI each rank computes on one thread "
+    if (!s.mpi()) throw config_error("this sparsepush-train is built for SimGrid's SMPI: run it under smpirun with --transport mpi");
+    if (s.threads_value() != 1)
+      throw config_error("--threads " + std::to_string(s.threads_value()) + ": under SMPI each rank computes on one thread "
                          "(SMPI times a rank by its thread's CPU clock); use --threads 1 and more ranks or nodes per rank");
   }
-  if (mpi() && static_cast<std::size_t>(ranks) > nodes)
-    throw config_error("--nodes " + std::to_string(nodes) + " on " + std::to_string(ranks) +
+  if (s.mpi() && static_cast<std::size_t>(ranks) > s.nodes)
+    throw config_error("--nodes " + std::to_string(s.nodes) + " on " + std::to_string(ranks) +
                        " MPI ranks: more ranks than nodes (every rank runs at least one node); start at most " +
-                       std::to_string(nodes) + " ranks or give more --nodes");
-  // a setting the algorithm does not use is refused: the summary never lists a setting the run ignored
+                       std::to_string(s.nodes) + " ranks or give more --nodes");
+}
+
+/// validate()'s rules asked of the algorithm: the settings it does not use are refused (the
+/// summary never lists a setting the run ignored), its schedule, its transport, message loss.
+inline void check_algorithm(const run_spec& s, std::vector<std::string>& warnings) {
+  const algorithm_info& a = s.info();
+  const std::string alg = "--algorithm " + s.algorithm + " ";
   auto unused = [&](const char* option, bool given, const std::string& why) {
     if (given) throw config_error(std::string(option) + ": " + alg + why);
   };
   if (!a.graph) {
     const std::string why = "averages every node's step exactly each round: it has no graph, messages or consensus step";
-    unused("--schedule", schedule.has_value(), why);
-    unused("--eta", eta.has_value(), why);
-    unused("--compressor", compressor.has_value(), why);
-    unused("--drop-probability", drop_probability.has_value(), why);
-    unused("--loss-recovery", loss_recovery.has_value(), why);
-    unused("--eval-reduce", eval_reduce.has_value(), why);
+    unused("--schedule", s.schedule.has_value(), why);
+    unused("--eta", s.eta.has_value(), why);
+    unused("--compressor", s.compressor.has_value(), why);
+    unused("--drop-probability", s.drop_probability.has_value(), why);
+    unused("--loss-recovery", s.loss_recovery.has_value(), why);
+    unused("--eval-reduce", s.eval_reduce.has_value(), why);
   }
   if (!a.compresses)
-    unused("--compressor", compressor.has_value(), "sends whole models (the identity compressor); to compress, use "
-                                                   "--algorithm sp, scsp, deepsqueeze or choco");
+    unused("--compressor", s.compressor.has_value(), "sends whole models (the identity compressor); to compress, use "
+                                                     "--algorithm sp, scsp, deepsqueeze or choco");
   if (!a.consensus_step)
-    unused("--consensus-step", consensus_step.has_value(), "has no consensus step gamma_c (it is CHOCO's: --algorithm choco)");
-  if (!a.per_layer) unused("--per-layer", per_layer, "does not use it (per-layer top-K is for --algorithm sp, scsp or deepsqueeze)");
+    unused("--consensus-step", s.consensus_step.has_value(), "has no consensus step gamma_c (it is CHOCO's: --algorithm choco)");
+  if (!a.per_layer) unused("--per-layer", s.per_layer, "does not use it (per-layer top-K is for --algorithm sp, scsp or deepsqueeze)");
   if (a.graph) {
-    const any_schedule sched = parse_schedule(schedule_spec(), nodes, seed);  // a bad schedule is a config_error now
+    const any_schedule sched = parse_schedule(s.schedule_spec(), s.nodes, s.seed);  // a bad schedule is a config_error now
     if (a.symmetric && !sched.symmetric())
       throw config_error(alg + "needs a symmetric doubly stochastic schedule: --schedule undirected-ring, torus:RxC or "
-                         "complete (got " + schedule_spec() + ")");
+                         "complete (got " + s.schedule_spec() + ")");
   }
-  if (mpi() && a.inprocess_only) throw config_error(alg + "runs in one process only (--transport inprocess)");
-  if (drop_value() > 0 && a.keeps_neighbour_copies)
-    throw config_error("--drop-probability: " + algorithm + " needs every message delivered (its nodes keep copies of "
+  if (s.mpi() && a.inprocess_only) throw config_error(alg + "runs in one process only (--transport inprocess)");
+  if (s.drop_value() > 0 && a.keeps_neighbour_copies)
+    throw config_error("--drop-probability: " + s.algorithm + " needs every message delivered (its nodes keep copies of "
                        "their neighbours' models, which a lost message would corrupt)");
-  if (drop_value() == 0 && loss_recovery)
+  if (s.drop_value() == 0 && s.loss_recovery)
     warnings.push_back("--loss-recovery acts on lost messages only; with no --drop-probability it changes nothing (the "
                        "summary lists it as null)");
-  if (eval_reduce && !mpi())
+}
+
+/// validate()'s rules on evaluation, outputs, compressors and SCSP's final rounds (given to
+/// another algorithm, a final setting is refused as any unused setting is).
+inline void check_outputs_and_final_rounds(const run_spec& s) {
+  if (s.eval_reduce && !s.mpi())
     throw config_error("--eval-reduce: how an evaluation sums the models over MPI ranks; --transport inprocess runs every "
-                       "node in one process, where it changes nothing (drop --eval-reduce " + *eval_reduce + ")");
-  if (eval_split && eval_samples < nodes)
-    throw config_error("--eval-split gives each of the " + std::to_string(nodes) + " nodes its share of the " +
-                       std::to_string(eval_samples) + " --eval-samples images: give at least one per node (--eval-samples >= " +
-                       std::to_string(nodes) + ")");
-  if (plot && !log) throw config_error("--plot needs --log (the plot is drawn from the CSV log)");
-  const any_compressor comp = parse_compressor(compressor_spec());  // a bad spec is a config_error now
-  if (per_layer && !std::holds_alternative<top_k>(comp.get()))
-    throw config_error("--per-layer needs a top-k compressor, got " + compressor_spec());
-  if (!a.final_rounds) {
-    for (const auto& [option, given] : {std::pair{"--final-compressor", final_compressor.has_value()},
-                                        std::pair{"--final-eta", final_eta.has_value()},
-                                        std::pair{"--final-tolerance", final_tolerance.has_value()}})
+                       "node in one process, where it changes nothing (drop --eval-reduce " + *s.eval_reduce + ")");
+  if (s.eval_split && s.eval_samples < s.nodes)
+    throw config_error("--eval-split gives each of the " + std::to_string(s.nodes) + " nodes its share of the " +
+                       std::to_string(s.eval_samples) + " --eval-samples images: give at least one per node (--eval-samples >= " +
+                       std::to_string(s.nodes) + ")");
+  if (s.plot && !s.log) throw config_error("--plot needs --log (the plot is drawn from the CSV log)");
+  const any_compressor comp = parse_compressor(s.compressor_spec());  // a bad spec is a config_error now
+  if (s.per_layer && !std::holds_alternative<top_k>(comp.get()))
+    throw config_error("--per-layer needs a top-k compressor, got " + s.compressor_spec());
+  if (!s.info().final_rounds) {
+    for (const auto& [option, given] : {std::pair{"--final-rounds", s.final_rounds.has_value()},
+                                        std::pair{"--final-compressor", s.final_compressor.has_value()},
+                                        std::pair{"--final-eta", s.final_eta.has_value()},
+                                        std::pair{"--final-tolerance", s.final_tolerance.has_value()}})
       if (given)
-        throw config_error(std::string(option) + " sets SCSP's final rounds; --algorithm " + algorithm +
+        throw config_error(std::string(option) + " sets SCSP's final rounds; --algorithm " + s.algorithm +
                            " has none (use --algorithm scsp)");
-    if (final_rounds)  // accepted and unused, as it always was; but said
-      warnings.push_back("--final-rounds is SCSP's; --algorithm " + algorithm + " runs no final rounds");
-  } else {
-    const any_compressor final_comp = parse_compressor(final_compressor_spec());
-    if (final_rounds_spec() == "auto" && !whole_model_values(final_comp))
-      throw config_error("--final-rounds auto counts rounds that send whole models (identity, or identity+fp16, +bf16 or "
-                         "+int8); --final-compressor " + final_compressor_spec() +
-                         " mixes more slowly than the schedule shows: give --final-rounds N");
-    if (final_rounds_spec() != "auto" && final_tolerance)
-      throw config_error("--final-tolerance sets the target of --final-rounds auto; --final-rounds " + final_rounds_spec() +
-                         " gives the count itself");
+    return;
   }
-  if (checkpoint_every > 0 && !checkpoint && !resume) throw config_error("--checkpoint-every needs --checkpoint DIR");
-  if (resume_round > 0 && !resume) throw config_error("--resume-round needs --resume DIR");
-  if (resume) checkpoint_directory(*resume).require_existing("--resume");  // resume never creates one
-  stragglers();
-  // the waiting policy (lockstep by default)
-  const std::string policy_option = overlap ? "--overlap" : "--staleness " + staleness.value_or("0");
-  if (overlap && staleness) throw config_error("--overlap and --staleness " + *staleness + " are two waiting policies: give one");
-  const wait_policy p = policy();
+  const any_compressor final_comp = parse_compressor(s.final_compressor_spec());
+  if (s.final_rounds_auto() && !whole_model_values(final_comp))
+    throw config_error("--final-rounds auto counts rounds that send whole models (identity, or identity+fp16, +bf16 or "
+                       "+int8); --final-compressor " + s.final_compressor_spec() +
+                       " mixes more slowly than the schedule shows: give --final-rounds N");
+  if (!s.final_rounds_auto() && s.final_tolerance)
+    throw config_error("--final-tolerance sets the target of --final-rounds auto; --final-rounds " + s.final_rounds_spec() +
+                       " gives the count itself");
+}
+
+/// validate()'s rules on the waiting policy (lockstep by default) and the in-process delays.
+inline void check_policy(const run_spec& s) {
+  const algorithm_info& a = s.info();
+  const std::string alg = "--algorithm " + s.algorithm + " ";
+  const std::string policy_option = s.overlap ? "--overlap" : "--staleness " + s.staleness_spec();
+  if (s.overlap && s.staleness) throw config_error("--overlap and --staleness " + *s.staleness + " are two waiting policies: give one");
+  const wait_policy p = s.policy();
   if (!p.lockstep() && !a.graph)
     throw config_error(alg + "sends no messages: it has no waiting policy (drop " + policy_option + ")");
   if (!p.lockstep() && a.keeps_neighbour_copies)
     throw config_error(alg + "runs lockstep rounds only: its nodes keep copies of their neighbours' models, which need "
                        "every message in order (drop " + policy_option + ")");
   const bool delays = p.kind == wait_kind::bounded || p.kind == wait_kind::asynchronous;
-  if (max_delay) {
-    if (mpi()) throw config_error("--max-delay is the in-process delay model; over MPI (--transport mpi) the delays are the network's own");
-    if (!delays)
-      throw config_error("--max-delay sets the delays of --staleness N or inf; " +
-                         std::string(overlap ? "--overlap mixes exactly the previous round whatever the delays"
+  if (!s.max_delay) return;
+  if (s.mpi()) throw config_error("--max-delay is the in-process delay model; over MPI (--transport mpi) the delays are the network's own");
+  if (!delays)
+    throw config_error("--max-delay sets the delays of --staleness N or inf; " +
+                       std::string(s.overlap ? "--overlap mixes exactly the previous round whatever the delays"
                                              : "lockstep rounds have none"));
-    if (p.kind == wait_kind::bounded && *max_delay > p.tau)
-      throw config_error("--max-delay " + std::to_string(*max_delay) + " exceeds --staleness " + *staleness +
-                         ": a node must have every envelope of rounds <= t - " + *staleness + ", which a longer delay would hide");
-  }
+  if (p.kind == wait_kind::bounded && *s.max_delay > p.tau)
+    throw config_error("--max-delay " + std::to_string(*s.max_delay) + " exceeds --staleness " + *s.staleness +
+                       ": a node must have every envelope of rounds <= t - " + *s.staleness + ", which a longer delay would hide");
+}
+
+}  // namespace detail
+
+inline std::vector<std::string> run_spec::validate(int ranks) const {
+  std::vector<std::string> warnings;
+  detail::check_settings(*this, ranks);
+  detail::check_algorithm(*this, warnings);
+  detail::check_outputs_and_final_rounds(*this);
+  if (checkpoint_every > 0 && !checkpoint && !resume) throw config_error("--checkpoint-every needs --checkpoint DIR");
+  if (resume_round > 0 && !resume) throw config_error("--resume-round needs --resume DIR");
+  if (resume) checkpoint_directory(*resume).require_existing("--resume");  // resume never creates one
+  stragglers();
+  detail::check_policy(*this);
   return warnings;
 }
 
@@ -202,6 +219,43 @@ inline void run_spec::check_files(int rank, const std::vector<std::string>& data
     for (const auto& in : inputs) check_distinct({out, in});
   if (resume && !checkpoint_directory(*resume).has_manifest())
     throw config_error("--resume " + *resume + ": no checkpoint there (" + *resume + "/manifest is missing)");
+}
+
+inline std::vector<straggler> run_spec::stragglers() const {
+  std::vector<sparsepush::straggler> out;
+  for (const std::string& spec : straggler) {
+    const std::string at = "--straggler " + detail::quoted(spec) + ": ";
+    const auto colon = spec.find(':');
+    if (colon == std::string::npos || spec.find(':', colon + 1) != std::string::npos)
+      throw config_error(at + "expected NODES:FACTOR, a node or a range of nodes and a factor > 1 (e.g. 3:3 or 12-15:3)");
+    const std::string nodes_text = spec.substr(0, colon), factor_text = spec.substr(colon + 1);
+    auto node = [&](const std::string& text) {
+      if (text.empty()) throw config_error(at + "a node is missing (NODES is a node, e.g. 3, or a range, e.g. 12-15)");
+      return static_cast<std::uint32_t>(parse_whole(text, at + "node ", std::numeric_limits<std::uint32_t>::max()));
+    };
+    const auto dash = nodes_text.find('-');
+    sparsepush::straggler s;
+    s.first = node(nodes_text.substr(0, dash));
+    s.last = dash == std::string::npos ? s.first : node(nodes_text.substr(dash + 1));
+    if (s.first > s.last)
+      throw config_error(at + "the range " + nodes_text + " is empty (its first node is after its last: write " +
+                         std::to_string(s.last) + "-" + std::to_string(s.first) + ")");
+    if (s.last >= nodes) {
+      const std::uint32_t outside = s.first >= nodes ? s.first : s.last;
+      throw config_error(at + "node " + std::to_string(outside) + " is outside the run's " + std::to_string(nodes) +
+                         " nodes (0 to " + std::to_string(nodes - 1) + ")");
+    }
+    s.factor = parse_real(factor_text, at + "the factor ", "in (1, 1000]");
+    if (!(s.factor > 1 && s.factor <= 1000))
+      throw config_error(at + "the factor must be in (1, 1000], got " + detail::shown_value(s.factor));
+    for (std::size_t k = 0; k < out.size(); ++k)
+      if (s.first <= out[k].last && out[k].first <= s.last)
+        throw config_error("--straggler " + detail::quoted(straggler[k]) + " and " + detail::quoted(spec) +
+                           " both name node " + std::to_string(std::max(s.first, out[k].first)) +
+                           " (give each node one factor)");
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace v0

@@ -32,6 +32,14 @@ class run_settings {
     items_.emplace_back(std::string(key), std::move(v));
     return *this;
   }
+  /// Add a setting that text() leaves out while `value` is `at_default`, the value of a run that
+  /// does not use it (whose text then stays as it was before the setting existed); diff_from and
+  /// value_in read its absence as that default.
+  run_settings& add_unless_default(std::string_view key, std::string_view value, std::string_view at_default) {
+    defaults_.emplace_back(std::string(key), std::string(at_default));
+    if (value != at_default) add(key, value);
+    return *this;
+  }
   /// A text setting (as add(key, std::string_view)).
   run_settings& add(std::string_view key, const char* value) { return add(key, std::string_view(value)); }
   /// A text setting (as add(key, std::string_view)).
@@ -71,23 +79,14 @@ class run_settings {
 
   /// The (key, value) pairs in the order they were added, values as written (';' and '%' escaped).
   const std::vector<std::pair<std::string, std::string>>& items() const noexcept { return items_; }
-  /// The same settings in the same order (what absent_means() says is not compared).
+  /// The same settings in the same order (the defaults of add_unless_default are not compared).
   friend bool operator==(const run_settings& a, const run_settings& b) { return a.items_ == b.items_; }
 
-  /// Say that an absent `key` means `value` (a setting left out at its default, as earlier
-  /// versions wrote none): diff_from then shows that value, not "(absent)". Not part of text().
-  run_settings& absent_means(std::string_view key, std::string_view value) {
-    absent_.emplace_back(std::string(key), std::string(value));
-    return *this;
-  }
-
   /// The value of `key` in `in` (settings parsed from another process or a manifest), read with
-  /// this one's absent_means(): the value, the default an absent key means, or "(absent)".
+  /// this one's defaults: the value, the default of a key add_unless_default left out, or "(absent)".
   std::string value_in(const run_settings& in, std::string_view key) const {
     if (const auto* v = in.find(std::string(key))) return *v;
-    for (const auto& [k, v] : absent_)
-      if (k == key) return v;
-    return "(absent)";
+    return absent(key);
   }
 
   /// The keys whose values differ from `was`, as "key=old (now new)", or "" when equal.
@@ -95,11 +94,6 @@ class run_settings {
     std::string out;
     auto note = [&out](const std::string& k, const std::string& a, const std::string& b) {
       out += (out.empty() ? "" : ", ") + k + "=" + a + " (now " + b + ")";
-    };
-    auto absent = [this](const std::string& k) {
-      for (const auto& [key, v] : absent_)
-        if (key == k) return v;
-      return std::string("(absent)");
     };
     for (const auto& [k, v] : was.items_) {
       const auto* now = find(k);
@@ -120,6 +114,11 @@ class run_settings {
   }
 
  private:
+  std::string absent(std::string_view key) const {
+    for (const auto& [k, v] : defaults_)
+      if (k == key) return v;
+    return "(absent)";
+  }
   const std::string* find(const std::string& key) const {
     for (const auto& [k, v] : items_)
       if (k == key) return &v;
@@ -132,7 +131,7 @@ class run_settings {
       if (k == key) throw config_error("settings: key " + std::string(key) + " given twice");
   }
   std::vector<std::pair<std::string, std::string>> items_;
-  std::vector<std::pair<std::string, std::string>> absent_;  ///< absent_means()
+  std::vector<std::pair<std::string, std::string>> defaults_;  ///< add_unless_default's (key, default)
 };
 
 }  // namespace v0
