@@ -104,3 +104,13 @@ function(sparsepush_train_script name)
                    ${CMAKE_CURRENT_BINARY_DIR}/${T_WORK_DIR} ${T_EXTRA})
   _sparsepush_test_properties(${name})
 endfunction()
+
+# sparsepush_final_rounds(var alg count): in var, "--final-rounds;count" for SCSP (the algorithm
+# with final rounds) and nothing for the others, which refuse a setting they do not use.
+function(sparsepush_final_rounds var alg count)
+  if(alg STREQUAL "scsp")
+    set(${var} --final-rounds ${count} PARENT_SCOPE)
+  else()
+    set(${var} "" PARENT_SCOPE)
+  endif()
+endfunction()
