@@ -15,7 +15,7 @@
 #include <string_view>
 #include <variant>
 
-#include "../error_feedback.hpp"
+#include "feedback.hpp"
 #include "identity.hpp"
 #include "qsgd.hpp"
 #include "random_k.hpp"
