@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../network.hpp"
+#include "../network_class.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
