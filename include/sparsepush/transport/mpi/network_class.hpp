@@ -176,6 +176,15 @@ class mpi_network : public network_accounting {
 
   /// Node `to` (local) collects round `round` from the senders of `in` (self entry skipped).
   void collect(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in, inbox& box);
+  /// collect()'s senders of round `round` to node `to`: the remote ones into want_, the envelopes of
+  /// those on this rank into locals_ (transport_error when one has not posted); lost ones skipped.
+  void lockstep_senders(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in);
+  /// collect()'s receive of the frame `msg` that rank src sent node `to` (node `from`'s, by the
+  /// tag) into m, decoded: its header; the seconds spent are added to busy and the timings.
+  envelope_header receive_lockstep_frame(std::uint32_t to, std::uint32_t round, std::uint32_t from, int src,
+                                         MPI_Message& msg, MPI_Status& st, message& m, inbox& box, double& busy);
+  /// The error of a collect() whose remote senders (want_) did not all arrive within the timeout.
+  transport_error lockstep_timeout(std::uint32_t to, std::uint32_t round) const;
 
   // --- the deferred mode (every policy but lockstep) ------------------------------------------
 
