@@ -11,11 +11,13 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
-#include "../error_feedback.hpp"
+#include "feedback.hpp"
 #include "identity.hpp"
 #include "qsgd.hpp"
 #include "random_k.hpp"
@@ -178,12 +180,10 @@ inline qsgd_stream parse_qsgd_stream(std::string_view arg, std::string_view spec
 
 }  // namespace detail
 
-/// Parse a compressor spec string (see the header comment); errors name the bad part.
-inline any_compressor parse_compressor(std::string_view spec) {
-  detail::check_spec_bytes(spec);
-  if (spec.empty())
-    throw config_error("compressor spec '' is empty (known: identity, top-k, random-k, random-k-unbiased, threshold, "
-                       "qsgd, sign)");
+namespace detail {
+
+/// The parts of a spec between its '+' signs: the compressor, then its suffixes.
+inline std::vector<std::string_view> spec_parts(std::string_view spec) {
   std::vector<std::string_view> parts;
   for (std::size_t at = 0;;) {
     const std::size_t plus = spec.find('+', at);
@@ -191,26 +191,37 @@ inline any_compressor parse_compressor(std::string_view spec) {
     if (plus == std::string_view::npos) break;
     at = plus + 1;
   }
-  auto split = [](std::string_view p) {
-    const std::size_t colon = p.find(':');
-    return std::pair{p.substr(0, colon),
-                     colon == std::string_view::npos ? std::string_view{} : p.substr(colon + 1)};
-  };
-  value_codec codec{};
-  index_encoding idx = index_encoding::automatic;
+  return parts;
+}
+
+/// "name:arg" as (name, arg); arg is empty without a ':'.
+inline std::pair<std::string_view, std::string_view> split_spec_part(std::string_view p) {
+  const std::size_t colon = p.find(':');
+  return std::pair{p.substr(0, colon), colon == std::string_view::npos ? std::string_view{} : p.substr(colon + 1)};
+}
+
+/// The encodings a spec's suffixes name: the value encoding and the index encoding, each at most once.
+struct spec_encodings {
+  value_codec codec{};  ///< the value encoding (+fp32, +int8, +qsgd:S, ...)
+  index_encoding idx = index_encoding::automatic;  ///< the index encoding (+u32, +varint, +seeded)
+};
+
+/// The encodings of parts[1..] (the suffixes of spec); config_error names a bad, empty or second one.
+inline spec_encodings parse_spec_suffixes(const std::vector<std::string_view>& parts, std::string_view spec) {
+  spec_encodings enc;
   std::size_t codecs = 0, indices = 0;
   for (std::size_t i = 1; i < parts.size(); ++i) {
-    const auto [name, arg] = split(parts[i]);
+    const auto [name, arg] = split_spec_part(parts[i]);
     const std::size_t plus = static_cast<std::size_t>(parts[i].data() - spec.data()) - 1;  // its '+'
     if (parts[i].empty())
       throw config_error(detail::quoted_spec(spec) + ": empty suffix after the '+' at position " +
                          std::to_string(plus));
     auto set_codec = [&](value_codec c) {
-      codec = c;
+      enc.codec = c;
       ++codecs;
     };
     auto set_index = [&](index_encoding e) {
-      idx = e;
+      enc.idx = e;
       ++indices;
     };
     if (name == "fp32") set_codec({value_encoding::f32, 0});
@@ -238,13 +249,21 @@ inline any_compressor parse_compressor(std::string_view spec) {
       throw config_error(detail::quoted_spec(spec) + ": a second " + (indices > 1 ? "index" : "value") +
                          " encoding '+" + std::string(parts[i]) + "' at position " + std::to_string(plus));
   }
-  const auto [name, arg] = split(parts[0]);
-  auto no_arg = [&, name = name, arg = arg]() {
+  return enc;
+}
+
+/// The compressor a spec's first part "name[:arg]" names, with the encodings of its suffixes
+/// (`suffixes` of them).
+inline any_compressor named_compressor(std::string_view spec, std::string_view name, std::string_view arg,
+                                       const spec_encodings& enc, std::size_t suffixes) {
+  const value_codec codec = enc.codec;
+  const index_encoding idx = enc.idx;
+  auto no_arg = [&]() {
     if (!arg.empty())
       throw config_error(detail::quoted_spec(spec) + ": '" + std::string(name) +
                          "' takes no argument");
   };
-  auto dense_only = [&, name = name]() {
+  auto dense_only = [&]() {
     if (idx != index_encoding::automatic)
       throw config_error(detail::quoted_spec(spec) + ": '" + std::string(name) +
                          "' is dense and has no index encoding");
@@ -262,7 +281,7 @@ inline any_compressor parse_compressor(std::string_view spec) {
   if (name == "random-k-unbiased") return random_k{detail::parse_k(arg, spec), true, codec, idx};
   if (name == "threshold") return threshold_k{detail::parse_k(arg, spec), 256, codec, idx};
   if (name == "qsgd" || name == "sign") {
-    if (parts.size() > 1)
+    if (suffixes > 0)
       throw config_error(detail::quoted_spec(spec) + ": '" + std::string(name) +
                          "' fixes its own value encoding; use identity+" + std::string(name) +
                          " or a sparsifier+" + std::string(name));
@@ -275,6 +294,20 @@ inline any_compressor parse_compressor(std::string_view spec) {
   throw config_error(detail::quoted_spec(spec) + ": unknown compressor '" +
                      std::string(name) +
                      "' (known: identity, top-k, random-k, random-k-unbiased, threshold, qsgd, sign)");
+}
+
+}  // namespace detail
+
+/// Parse a compressor spec string (see the header comment); errors name the bad part.
+inline any_compressor parse_compressor(std::string_view spec) {
+  detail::check_spec_bytes(spec);
+  if (spec.empty())
+    throw config_error("compressor spec '' is empty (known: identity, top-k, random-k, random-k-unbiased, threshold, "
+                       "qsgd, sign)");
+  const std::vector<std::string_view> parts = detail::spec_parts(spec);
+  const detail::spec_encodings enc = detail::parse_spec_suffixes(parts, spec);
+  const auto [name, arg] = detail::split_spec_part(parts[0]);
+  return detail::named_compressor(spec, name, arg, enc, parts.size() - 1);
 }
 
 /// The QSGD stream a compressor draws from (as the compressor or its value encoding), if any.

@@ -272,10 +272,9 @@ template <class Isa, class T, int MRMAX, int NVMAX>
   gemm_blocked<fma_avx2, float, 4, 3>(g);
 }
 /// Tiles of 4 rows x 6 vectors (24 accumulators, 96 columns): per k, 6 vector loads of B and 4
-/// broadcasts of A feed 24 multiply-adds. Against 8 x 3 (8 broadcasts, strided through A, for 24)
-/// it measured faster or level on each product of the cnn and the mlp (BM_GemmCnn: conv1's
-/// forward 23% faster, conv2's weight gradient 7%; BM_TrainStep_mlp/32 11%). A tile's shape
-/// changes no bits: each C(i, j) is still one fma chain in k order.
+/// broadcasts of A feed 24 multiply-adds, where 8 x 3 needs 8 broadcasts, strided through A, for
+/// the same 24 (docs/dev/simd.md gives the timings behind the choice). A tile's shape changes no
+/// bits: each C(i, j) is still one fma chain in k order.
 [[gnu::target("avx512f,avx2,fma"), gnu::flatten]] inline void gemm_avx512(const gemm_args<float>& g) {
   gemm_blocked<fma_avx512, float, 4, 6>(g);
 }

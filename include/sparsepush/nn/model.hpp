@@ -5,7 +5,8 @@
 // (quantize.hpp) through a loss_and_grad overload. Mean softmax cross-entropy with its gradient; an inference path
 // (logits, prediction: forward only, no backward caches, the training pass's logits bit for bit);
 // the per-step device profile (parameters, activation bytes, FLOPs); float for training, double
-// for checks.
+// for checks. The named architectures are architectures.hpp's, the scratch workspace.hpp's and
+// the profile's figures profile.hpp's.
 #pragma once
 
 #include <algorithm>
@@ -20,81 +21,16 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "architectures.hpp"
 #include "layers.hpp"
 #include "optimizer.hpp"
+#include "profile.hpp"
 #include "quantize.hpp"
+#include "workspace.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
 namespace nn {
-
-/// Energy of one multiply-accumulate at `bits` of precision, in picojoules, from Horowitz,
-/// "Computing's Energy Problem (and what we can do about it)", ISSCC 2014, 45 nm: fp32 mult 3.7 +
-/// add 0.9 = 4.6 pJ; int8 mult 0.2 + add 0.03 = 0.23 pJ; fp16 mult 1.1 + add 0.4 = 1.5 pJ.
-/// bits 0 or 32: fp32. bits <= 8: the int8 figures scaled as an array multiplier (B/8)^2 and an
-/// adder B/8. 8 < bits <= 16: linear between int8 (0.23 pJ) and fp16 (1.5 pJ). Memory accesses
-/// (Horowitz: 8 KB SRAM 10 pJ, DRAM 1.3-2.6 nJ per 64 bits) are not counted.
-inline double mac_energy_pj(unsigned bits) {
-  if (bits == 0 || bits >= 32) return 3.7 + 0.9;
-  const double b = double(bits);
-  if (bits <= 8) return 0.2 * (b / 8) * (b / 8) + 0.03 * (b / 8);
-  return 0.23 + (b - 8) / 8 * (1.5 - 0.23);
-}
-
-/// Radio energy per bit sent: 0.86 nJ per ADD x 485 ADDs per bit = 417 nJ/bit, the best link of
-/// Barr and Asanovic, "Energy-aware lossless data compression", MobiSys 2003 (802.11b, 5.7 Mb/s).
-inline constexpr double radio_joules_per_bit = 485 * 0.86e-9;
-
-/// Communication energy of sending `bytes` over that radio.
-inline double communication_energy_joules(double bytes) { return bytes * 8 * radio_joules_per_bit; }
-
-/// The paper's Section 6 device profile, per local step, and its low-precision estimate.
-struct device_profile {
-  std::size_t parameters = 0;        ///< number of float parameters
-  std::size_t activation_bytes = 0;  ///< bytes of activations kept for backward at this batch size (fp32)
-  double flops = 0;                  ///< forward + backward FLOPs of one step (a multiply-add is 2)
-  unsigned bits = 32;                ///< precision of weights, activations and gradients (32: fp32)
-  double memory_reduction = 1;       ///< 32 / bits: weights and activations stored at `bits`
-  double compute_reduction = 1;      ///< 32 / bits: operand width of the multiply-adds
-  double communication_reduction = 1;  ///< 32 / bits, were the model sent at `bits` per value
-  double compute_energy_joules = 0;  ///< flops / 2 multiply-adds at mac_energy_pj(bits)
-  double compute_energy_reduction = 1;  ///< mac_energy_pj(32) / mac_energy_pj(bits)
-};
-
-/// Any layer of layers.hpp.
-using layer = std::variant<dense, conv2d, max_pool2d, avg_pool2d, global_avg_pool, relu, flatten, group_norm,
-                           evo_norm_s0, range_evo_norm>;
-
-namespace detail {
-template <std::floating_point T>
-struct net_scratch {
-  std::vector<T> acts;            ///< every layer's output, batch-major per layer
-  std::vector<T> grad_a, grad_b;  ///< ping-pong buffers of d(loss)/d(activation)
-  layer_scratch<T> layer;
-  std::vector<T> infer_a, infer_b;  ///< inference: ping-pong activations of one chunk
-  std::vector<T> logits;            ///< inference: the logits of predict() and count_correct()
-  std::vector<std::vector<T>> infer_packed;  ///< inference: each dense layer's packed weights
-  std::vector<T> qparams;                    ///< quantized training: the B-bit copy of the weights
-  std::vector<std::vector<double>> norm_stats;  ///< training: each fused group_norm's mean and rstd per group
-};
-}  // namespace detail
-
-/// Per-thread scratch of a model: default constructible, reusable across calls and models,
-/// grows as needed (no allocation once it has seen the largest batch). Not shared across threads.
-class workspace {
- public:
-  /// The scratch of element type T (float or double).
-  template <std::floating_point T>
-  detail::net_scratch<T>& get() noexcept {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "nn::workspace holds float or double");
-    if constexpr (std::is_same_v<T, float>) return f_;
-    else return d_;
-  }
-
- private:
-  detail::net_scratch<float> f_;
-  detail::net_scratch<double> d_;
-};
 
 /// A sequential model of the reference backend (mlp, cnn, cnn_evonorm, cnn_range_evonorm, built by
 /// make()) over one flat parameter buffer that the caller owns: the model holds the layers and
@@ -103,10 +39,7 @@ class workspace {
 class model {
  public:
   /// The names make() knows.
-  static const std::vector<std::string>& known_names() {
-    static const std::vector<std::string> names{"mlp", "cnn", "cnn_evonorm", "cnn_range_evonorm"};
-    return names;
-  }
+  static const std::vector<std::string>& known_names() { return detail::model_names(); }
 
   /// "mlp": dense 256, ReLU, dense 128, ReLU, dense classes.
   /// "cnn": conv3x3 (pad 1) 16 -> GroupNorm(4) -> ReLU -> maxpool2, conv3x3 32 -> GroupNorm(4)
@@ -115,46 +48,7 @@ class model {
   /// "cnn_range_evonorm": as cnn with Range-EvoNorm (4 groups) in place of GroupNorm + ReLU.
   static model make(const std::string& name, std::size_t channels = 1, std::size_t rows = 28, std::size_t cols = 28,
                     std::size_t classes = 10) {
-    const shape3 in{channels, rows, cols};
-    const std::string where = "nn::model::make(\"" + name + "\", " + in.str() + ", " + std::to_string(classes) +
-                              " classes): ";
-    if (in.size() == 0 || classes < 2 || classes > 256)
-      throw config_error(where + "the input must be non-empty and classes in [2, 256] (labels are bytes)");
-    std::vector<layer> ls;
-    if (name == "mlp") {
-      ls.emplace_back(dense(in, 256));
-      ls.emplace_back(relu({256, 1, 1}));
-      ls.emplace_back(dense({256, 1, 1}, 128));
-      ls.emplace_back(relu({128, 1, 1}));
-      ls.emplace_back(dense({128, 1, 1}, classes));
-    } else if (name == "cnn" || name == "cnn_evonorm" || name == "cnn_range_evonorm") {
-      if (rows < 4 || cols < 4) throw config_error(where + "the cnn needs at least 4x4 images (two 2x2 pools)");
-      const bool evo = name == "cnn_evonorm", range_evo = name == "cnn_range_evonorm";
-      shape3 s = in;
-      for (std::size_t width : {std::size_t{16}, std::size_t{32}}) {
-        const conv2d conv(s, width, 3, 1, 1);
-        ls.emplace_back(conv);
-        s = conv.out_shape();
-        if (evo) {
-          ls.emplace_back(evo_norm_s0(s, 4));
-        } else if (range_evo) {
-          ls.emplace_back(range_evo_norm(s, 4));
-        } else {
-          ls.emplace_back(group_norm(s, 4));
-          ls.emplace_back(relu(s));
-        }
-        const max_pool2d pool(s, 2, 2);
-        ls.emplace_back(pool);
-        s = pool.out_shape();
-      }
-      ls.emplace_back(flatten(s));
-      ls.emplace_back(dense({s.size(), 1, 1}, classes));
-    } else {
-      std::string known;
-      for (const auto& n : known_names()) known += (known.empty() ? "" : ", ") + n;
-      throw config_error("nn::model::make: unknown model \"" + name + "\" (known: " + known + ")");
-    }
-    return from_layers(name, in, std::move(ls));
+    return from_layers(name, {channels, rows, cols}, detail::named_layers(name, channels, rows, cols, classes));
   }
 
   /// A model from any chain of layers: each layer's input shape must be the previous one's

@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "../../detail/bytes.hpp"
-#include "../../gossip/policy.hpp"
 #include "../endpoint.hpp"
+#include "../wait_policy.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -35,7 +35,7 @@ struct mpi_options {
   /// sent but never leaves the sender; its receiver does not wait for it.
   double drop_probability = 0.0;
   std::uint64_t seed = 0;  ///< keys the loss decisions
-  /// How long receivers wait (gossip/policy.hpp). lockstep: collect() per round, as above; any
+  /// How long receivers wait (transport/wait_policy.hpp). lockstep: collect() per round, as above; any
   /// other policy: the deferred mode (post() copies or sends with MPI_Issend, take() hands over
   /// what has arrived), each sender keeping at most policy.inbox_rounds() unmatched envelopes per
   /// receiver.

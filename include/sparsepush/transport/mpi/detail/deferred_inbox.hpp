@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "../network.hpp"
+#include "../network_class.hpp"
 
 namespace sparsepush {
 inline namespace v0 {

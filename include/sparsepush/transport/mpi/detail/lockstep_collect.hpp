@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../network.hpp"
+#include "../network_class.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -43,12 +43,7 @@ inline void mpi_network::post(std::uint32_t from, std::uint32_t round, std::span
   timing_.encode += seconds_since(t0);
 }
 
-inline void mpi_network::collect(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in, inbox& box) {
-  if (deferred_) return collect_deferred(to, round, in, box);
-  const auto t_start = clock::now();
-  const double w_start = MPI_Wtime(), limit = timeout_seconds();
-  detail::mpi_backoff pause;
-  box.envelopes.clear();
+inline void mpi_network::lockstep_senders(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in) {
   auto& remote = want_;  // scratch kept between calls (collect runs on one thread)
   auto& locals = locals_;
   remote.clear();
@@ -68,6 +63,51 @@ inline void mpi_network::collect(std::uint32_t to, std::uint32_t round, std::spa
       remote.push_back({e.from});
     }
   }
+}
+
+inline envelope_header mpi_network::receive_lockstep_frame(std::uint32_t to, std::uint32_t round, std::uint32_t from,
+                                                           int src, MPI_Message& msg, MPI_Status& st, message& m,
+                                                           inbox& box, double& busy) {
+  const auto t0 = clock::now();
+  int count = 0;
+  MPI_Get_count(&st, MPI_BYTE, &count);
+  rx_.resize(static_cast<std::size_t>(count));
+  check(detail::mpi_mrecv(rx_.data(), count, &msg, &st, comm_), "MPI_Mrecv", round, src, from, to);
+  const auto t1 = clock::now();
+  const double rx_s = std::chrono::duration<double>(t1 - t0).count();
+  timing_.receive += rx_s;
+  envelope_header h;
+  try {
+    h = decode_envelope(rx_, m, box.dim, box.dim ? &box.spare : nullptr);
+  } catch (const decode_error& e) {
+    throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) +
+                          " received a bad frame from rank " + std::to_string(src) + ": " + e.what());
+  }
+  const double dec_s = seconds_since(t1);
+  timing_.decode += dec_s;
+  busy += rx_s + dec_s;
+  return h;
+}
+
+inline transport_error mpi_network::lockstep_timeout(std::uint32_t to, std::uint32_t round) const {
+  std::string names;
+  for (const auto& w : want_)
+    if (!w.got)
+      names += (names.empty() ? "" : ", ") + std::to_string(w.from) + " (rank " + std::to_string(owner(w.from)) + ")";
+  return transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) + " on rank " +
+                         std::to_string(rank_) + " waited " + std::to_string(opt_.timeout.count()) +
+                         " ms for the envelopes of node(s) " + names + ": a rank died, stalled or runs another round");
+}
+
+inline void mpi_network::collect(std::uint32_t to, std::uint32_t round, std::span<const in_edge> in, inbox& box) {
+  if (deferred_) return collect_deferred(to, round, in, box);
+  const auto t_start = clock::now();
+  const double w_start = MPI_Wtime(), limit = timeout_seconds();
+  detail::mpi_backoff pause;
+  box.envelopes.clear();
+  lockstep_senders(to, round, in);
+  auto& remote = want_;
+  auto& lbox = local_box_[to - first_];
   std::size_t missing = remote.size(), k = 0;
   if (box.decoded.size() < remote.size()) box.decoded.resize(remote.size());
   auto& got = got_;
@@ -86,25 +126,8 @@ inline void mpi_network::collect(std::uint32_t to, std::uint32_t round, std::spa
       check(detail::mpi_improbe(src, my_tag, comm_, &flag, &msg, &st), "MPI_Improbe", round, src, w.from, to);
       if (!flag) continue;
       any = true;
-      const auto t0 = clock::now();
-      int count = 0;
-      MPI_Get_count(&st, MPI_BYTE, &count);
-      rx_.resize(static_cast<std::size_t>(count));
-      check(detail::mpi_mrecv(rx_.data(), count, &msg, &st, comm_), "MPI_Mrecv", round, src, w.from, to);
-      const auto t1 = clock::now();
-      const double rx_s = std::chrono::duration<double>(t1 - t0).count();
-      timing_.receive += rx_s;
       message& m = box.decoded[k++];
-      envelope_header h;
-      try {
-        h = decode_envelope(rx_, m, box.dim, box.dim ? &box.spare : nullptr);
-      } catch (const decode_error& e) {
-        throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) +
-                              " received a bad frame from rank " + std::to_string(src) + ": " + e.what());
-      }
-      const double dec_s = seconds_since(t1);
-      timing_.decode += dec_s;
-      busy += rx_s + dec_s;
+      const envelope_header h = receive_lockstep_frame(to, round, w.from, src, msg, st, m, box, busy);
       // A rank hosting several senders may deliver them in any order: match on the header.
       auto it = std::find_if(remote.begin(), remote.end(), [&](const want& x) { return !x.got && x.from == h.from; });
       if (h.round != round || it == remote.end() || owner(h.from) != src)
@@ -121,20 +144,11 @@ inline void mpi_network::collect(std::uint32_t to, std::uint32_t round, std::spa
     if (any) {
       pause.reset();
     } else {
-      if (MPI_Wtime() - w_start > limit) {
-        std::string names;
-        for (const auto& w : remote)
-          if (!w.got)
-            names += (names.empty() ? "" : ", ") + std::to_string(w.from) + " (rank " + std::to_string(owner(w.from)) + ")";
-        throw transport_error("round " + std::to_string(round) + ": node " + std::to_string(to) + " on rank " +
-                              std::to_string(rank_) + " waited " + std::to_string(opt_.timeout.count()) +
-                              " ms for the envelopes of node(s) " + names +
-                              ": a rank died, stalled or runs another round");
-      }
+      if (MPI_Wtime() - w_start > limit) throw lockstep_timeout(to, round);
       pause.pause();
     }
   }
-  for (const auto* li : locals) got.push_back({li->from, envelope{li->from, li->share, li->u, li->msg}});
+  for (const auto* li : locals_) got.push_back({li->from, envelope{li->from, li->share, li->u, li->msg}});
   std::erase_if(lbox, [&](const local_item& li) { return li.round == round; });
   std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& g : got) box.envelopes.push_back(g.second);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "../../../detail/bytes.hpp"
-#include "../network.hpp"
+#include "../network_class.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
