@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include <sparsepush/train/prepare_run.hpp>
 #include <sparsepush/train/reference_run.hpp>
 
 namespace sp = sparsepush;
@@ -20,14 +21,12 @@ int main(int argc, char** argv) {
     spec.set("eval-samples", "200");
     if (argc > 1) spec.data = argv[1];
     for (const auto& warning : spec.validate()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-    const auto data = sp::load_fashion_mnist(spec.data);
-    const auto model = sp::nn::model::make(spec.model, 1, data.train.rows, data.train.cols, 10);
-    const auto plan = sp::plan_reference_run(spec, data.train);  // shards, rounds, SCSP's final rounds
+    const auto run = sp::prepare_run(spec);  // the data, the model, the plan: shards, rounds, SCSP's final rounds
     sp::single_process group(spec.nodes);
-    const auto outcome = sp::run_reference(spec, plan, data, model, group);
+    const auto outcome = sp::run_reference(spec, run.plan, *run.data, run.model, group);
     const auto& r = outcome.result;    // or outcome.summary: the keys of --summary
     std::printf("%u rounds: averaged model %.2f%%, %zu bytes sent, checkpoint fingerprint %s\n", r.rounds_done,
-                100 * r.eval.averaged_model_accuracy, r.report.bytes_sent, spec.fingerprint(model.num_params()).text().c_str());
+                100 * r.eval.averaged_model_accuracy, r.report.bytes_sent, spec.fingerprint(run.model.num_params()).text().c_str());
     // [readme-run-spec-end]
     return outcome.exit_code();
   } catch (const sp::error& e) {  // a rule a setting broke, named: "--eta: must be in (0, 1], got 2"

@@ -17,13 +17,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 #include <unistd.h>
 
 #include "train_instances.hpp"  // sparsepush/train/reference_run.hpp and the instances compiled apart
+#include <sparsepush/train/prepare_run.hpp>
 #include <sparsepush/train/run_spec.hpp>
+#include <sparsepush/train/transport_options.hpp>
 #ifdef SPARSEPUSH_HAS_MPI
 #include <sparsepush/train/mpi.hpp>
 #include <sparsepush/train/mpi_launch.hpp>
@@ -115,13 +118,17 @@ sp::reference_io terminal_io(bool live, std::chrono::steady_clock::time_point ho
 /// is not privatized (smpi/privatization:dlopen gives every rank its own copy of this program's
 /// statics, so a static here would be loaded once per rank). Read-only; kept to the end of the
 /// simulation. Ranks run one at a time between MPI calls, so no two load it at once.
-const sp::fashion_mnist& shared_fashion_mnist(const std::string& dir) {
+std::shared_ptr<const sp::fashion_mnist> shared_fashion_mnist(const std::string& dir) {
   const std::string key = std::filesystem::absolute(dir).lexically_normal().string();
-  if (smpi_shared_known_call("sparsepush_fashion_mnist", key.c_str()))
-    return *static_cast<const sp::fashion_mnist*>(smpi_shared_get_call("sparsepush_fashion_mnist", key.c_str()));
-  auto* fm = new sp::fashion_mnist(sp::load_fashion_mnist(dir));  // a throw registers nothing: each rank reports it
-  smpi_shared_set_call("sparsepush_fashion_mnist", key.c_str(), fm);
-  return *fm;
+  const sp::fashion_mnist* fm = nullptr;
+  if (smpi_shared_known_call("sparsepush_fashion_mnist", key.c_str())) {
+    fm = static_cast<const sp::fashion_mnist*>(smpi_shared_get_call("sparsepush_fashion_mnist", key.c_str()));
+  } else {
+    auto* loaded = new sp::fashion_mnist(sp::load_fashion_mnist(dir));  // a throw registers nothing: each rank reports it
+    smpi_shared_set_call("sparsepush_fashion_mnist", key.c_str(), loaded);
+    fm = loaded;
+  }
+  return {fm, [](const sp::fashion_mnist*) {}};  // kept to the end of the simulation
 }
 #endif
 
@@ -148,28 +155,17 @@ bool ranks_agree([[maybe_unused]] const sp::run_spec& spec, [[maybe_unused]] con
   return true;
 }
 
-/// What a run needs besides its spec, checked and loaded on every rank before any collective.
-struct inputs {
-  const sp::fashion_mnist* fm = nullptr;  // this process's copy, or under SMPI the copy every rank shares
-  std::optional<sp::fashion_mnist> own_data;
-  std::optional<sp::nn::model> net;
-  sp::reference_plan plan;
-};
-
-/// Every check a rank can make alone: the options, its outputs (rank 0), the data and the model.
-/// The error, or "" with `in` loaded.
-std::string check_and_load(const sp::run_spec& spec, int rank, int ranks, inputs& in) {
+/// Every check a rank can make alone: the options, then (sparsepush/train/prepare_run.hpp) its
+/// outputs (rank 0), the data, the model and the plan. The error, or "" with `in` made.
+std::string check_and_load(const sp::run_spec& spec, int rank, int ranks, std::optional<sp::prepared_run>& in) {
   try {
     for (const auto& w : spec.validate(ranks))
       if (rank == 0) std::fprintf(stderr, "sparsepush-train: warning: %s\n", w.c_str());
-    spec.check_files(rank, sp::fashion_mnist_files());
 #ifdef SPARSEPUSH_SMPI
-    in.fm = &shared_fashion_mnist(spec.data);
+    in.emplace(sp::prepare_run(spec, rank, shared_fashion_mnist));  // one copy of the data for every rank
 #else
-    in.fm = &in.own_data.emplace(sp::load_fashion_mnist(spec.data));
+    in.emplace(sp::prepare_run(spec, rank));
 #endif
-    in.net = sp::nn::model::make(spec.model, 1, in.fm->train.rows, in.fm->train.cols, 10);
-    in.plan = sp::plan_reference_run(spec, in.fm->train);
   } catch (const std::bad_alloc&) {
     return "out of memory while loading the data (fewer --nodes, a smaller --model)";
   } catch (const std::exception& e) {  // the library's errors, and any other (a filesystem_error names its path)
@@ -179,22 +175,20 @@ std::string check_and_load(const sp::run_spec& spec, int rank, int ranks, inputs
 }
 
 /// Train this process's nodes (all of them, or under MPI its rank's) and report; the exit code.
-int train(const sp::run_spec& spec, const inputs& in, sp::run_clock::time_point t_start,
+int train(const sp::run_spec& spec, const sp::prepared_run& in, sp::run_clock::time_point t_start,
           std::chrono::steady_clock::time_point host_start) {
   const bool live = isatty(fileno(stdout)) && !spec.mpi();  // mpirun forwards a pty: plain lines there
   sp::reference_outcome outcome;
 #ifdef SPARSEPUSH_HAS_MPI
   if (spec.mpi()) {
-    sp::mpi_network mpi_net(MPI_COMM_WORLD, spec.nodes,
-                            sp::mpi_options{std::chrono::milliseconds(static_cast<long>(spec.mpi_timeout * 1000)),
-                                            spec.drop_value(), spec.seed, spec.policy()});
+    sp::mpi_network mpi_net(MPI_COMM_WORLD, spec.nodes, sp::mpi_options_for(spec));
     sp::mpi_process_group group(mpi_net);
-    outcome = sp::run_reference(spec, in.plan, *in.fm, *in.net, group, &mpi_net, terminal_io(live, host_start), t_start);
+    outcome = sp::run_reference(spec, in.plan, *in.data, in.model, group, &mpi_net, terminal_io(live, host_start), t_start);
   }
 #endif
   if (!spec.mpi()) {
     sp::single_process group(spec.nodes);
-    outcome = sp::run_reference<sp::single_process, void>(spec, in.plan, *in.fm, *in.net, group, nullptr,
+    outcome = sp::run_reference<sp::single_process, void>(spec, in.plan, *in.data, in.model, group, nullptr,
                                                           terminal_io(live, host_start), t_start);
   }
   for (const auto& w : outcome.failed_outputs) std::fprintf(stderr, "sparsepush-train: %s\n", w.c_str());
@@ -250,7 +244,7 @@ int main(int argc, char** argv) {
   // Every rank checks everything it can before any collective. Under MPI the ranks then agree: one
   // rank's failure stops them all with exit code 2, the error printed once (rank 0's, or the
   // failing ranks' own); so do ranks that run different settings.
-  inputs in;
+  std::optional<sp::prepared_run> in;
   const std::string why = check_and_load(spec, rank, ranks, in);
   if (mpi && ranks > 1 && !ranks_agree(spec, why, rank, ranks)) return 2;
   if (!why.empty()) {
@@ -259,7 +253,7 @@ int main(int argc, char** argv) {
   }
   const std::string prefix = std::string("sparsepush-train: ") + (ranks > 1 ? "rank " + std::to_string(rank) + ": " : "");
   try {
-    return train(spec, in, t_start, host_start);
+    return train(spec, *in, t_start, host_start);
   } catch (const std::bad_alloc&) {  // a message and exit code 2, never an abort
     std::fprintf(stderr, "%sout of memory (fewer --nodes, a smaller --model or --batch)\n", prefix.c_str());
     return fail(2);

@@ -1,5 +1,7 @@
 // python/bind_mpi.cpp: MpiNetwork, n nodes over the ranks of an MPI communicator (mpi4py's or
-// MPI_COMM_WORLD), where the module is built with MPI; without it, a stand-in that refuses.
+// MPI_COMM_WORLD), where the module is built with MPI; without it, a stand-in that refuses. Also,
+// in every build, what a launcher says (launched(), launcher_environment(): the library's one list
+// of the variables mpirun and torchrun set) and default_mpi_timeout.
 #include <string>
 
 #ifdef SPARSEPUSH_PYTHON_MPI
@@ -12,7 +14,44 @@
 
 #include "bindings.hpp"
 
+#include <sparsepush/train/launcher.hpp>
+#include <sparsepush/train/transport_options.hpp>
+
 namespace sparsepush_python {
+
+namespace {
+
+/// What a launcher told this process as a dict, or None.
+py::object launched() {
+  const auto l = sp::launched_by();
+  if (!l) return py::none();
+  using namespace pybind11::literals;
+  return py::dict("kind"_a = std::string(sp::to_string(l->kind)), "ranks"_a = l->ranks, "rank"_a = l->rank);
+}
+
+py::list launcher_environment() {
+  using namespace pybind11::literals;
+  py::list out;
+  for (const sp::launcher_variables& l : sp::launcher_environment)
+    out.append(py::dict("kind"_a = std::string(sp::to_string(l.kind)), "launcher"_a = std::string(l.who),
+                        "size"_a = std::string(l.size), "rank"_a = std::string(l.rank),
+                        "marker"_a = l.marker.empty() ? py::object(py::none()) : py::object(py::str(std::string(l.marker)))));
+  return out;
+}
+
+/// What every build binds: the launcher's word and the default timeout.
+void bind_launch(py::module_& m) {
+  m.attr("default_mpi_timeout") = sp::default_mpi_timeout.count();
+  m.def("launched", &launched,
+        "launched() -> dict\n\nThe launcher that started this process, from its environment (launcher_environment(), "
+        "the first that matches): {\"kind\": \"mpi\" or \"torch\", \"ranks\": N, \"rank\": r}, or None when none did.");
+  m.def("launcher_environment", &launcher_environment,
+        "launcher_environment() -> list\n\nThe environment variables of every launcher the library recognizes, in the "
+        "order launched() looks for them: {\"kind\", \"launcher\", \"size\", \"rank\", \"marker\"} (a launcher "
+        "matches when its marker, where it has one, is set and its size variable holds a positive count).");
+}
+
+}  // namespace
 
 #ifdef SPARSEPUSH_PYTHON_MPI
 namespace {
@@ -39,17 +78,8 @@ void ensure_mpi() {
   }));
 }
 
-std::unique_ptr<py_mpi> make_mpi(std::size_t n, py::object comm, double timeout, const std::string& policy,
-                                 double drop_probability, std::uint64_t seed) {
-  if (n == 0) throw sp::config_error("an MPI network needs at least one node");
-  if (!(timeout > 0.0) || timeout > 1e7) throw sp::config_error("MPI timeout must be positive seconds, got " + std::to_string(timeout));
-  if (!(drop_probability >= 0.0 && drop_probability < 1.0))
-    throw sp::config_error("drop_probability must be in [0, 1), got " + std::to_string(drop_probability));
-  sp::mpi_options o;
-  o.timeout = std::chrono::milliseconds(std::max<long long>(1, static_cast<long long>(timeout * 1000.0)));
-  o.policy = parse_policy(policy);
-  o.drop_probability = drop_probability;
-  o.seed = seed;
+/// An MPI network of n nodes over comm (None: MPI_COMM_WORLD) with the options o.
+std::unique_ptr<py_mpi> make_mpi_with(std::size_t n, py::object comm, const sp::mpi_options& o) {
   ensure_mpi();
   MPI_Comm c = MPI_COMM_WORLD;
   if (!comm.is_none()) {
@@ -73,23 +103,53 @@ std::unique_ptr<py_mpi> make_mpi(std::size_t n, py::object comm, double timeout,
   return p;
 }
 
-}  // namespace
+std::unique_ptr<py_mpi> make_mpi(std::size_t n, py::object comm, double timeout, const std::string& policy,
+                                 double drop_probability, std::uint64_t seed) {
+  if (n == 0) throw sp::config_error("an MPI network needs at least one node");
+  if (!(timeout > 0.0) || timeout > 1e7) throw sp::config_error("MPI timeout must be positive seconds, got " + std::to_string(timeout));
+  if (!(drop_probability >= 0.0 && drop_probability < 1.0))
+    throw sp::config_error("drop_probability must be in [0, 1), got " + std::to_string(drop_probability));
+  sp::mpi_options o;
+  o.timeout = sp::mpi_timeout_of(timeout);
+  o.policy = parse_policy(policy);
+  o.drop_probability = drop_probability;
+  o.seed = seed;
+  return make_mpi_with(n, std::move(comm), o);
+}
 
-void bind_mpi(py::module_& m) {
-  py::class_<py_mpi>(m, "MpiNetwork",
-                     "n nodes on the ranks of an MPI communicator, in contiguous blocks (rank r hosts "
-                     "[first_node, first_node + local_nodes)).")
-      .def(py::init(&make_mpi),
-           py::arg("n"), py::arg("comm") = py::none(), py::arg("timeout") = 60.0, py::arg("policy") = "lockstep",
-           py::arg("drop_probability") = 0.0, py::arg("seed") = 0,
-           R"doc(MpiNetwork(n, comm=None, timeout=60.0, policy="lockstep", drop_probability=0.0, seed=0)
+/// MpiNetwork's constructor's docstring, its default timeout the library's.
+const char* mpi_doc() {
+  static const std::string doc = "MpiNetwork(n, comm=None, timeout=" + py::repr(py::float_(sp::default_mpi_timeout.count())).cast<std::string>() +
+                                 R"doc(, policy="lockstep", drop_probability=0.0, seed=0)
 
 n nodes over the ranks of comm (an mpi4py communicator, or None: MPI_COMM_WORLD), a collective call.
 MPI is initialized here (MPI_THREAD_FUNNELED, finalized at exit) unless it already is, e.g. by
 mpi4py, which then keeps it. Every MPI call of the network must come from the thread that built it:
 a rank drives its block of nodes from that thread (one PushSumNode per rank, or a PushSumGroup).
-timeout: seconds any wait on other ranks may take before TransportError. policy: the wait policy of
-the PushSumGroup that drives it (check_policy); a PushSumNode round needs "lockstep".)doc")
+timeout: seconds any wait on other ranks may take before TransportError (default_mpi_timeout).
+policy: the wait policy of the PushSumGroup that drives it (check_policy); a PushSumNode round needs
+"lockstep". MpiNetwork.from_spec(spec) takes these from a RunSpec.)doc";
+  return doc.c_str();
+}
+
+}  // namespace
+
+void bind_mpi(py::module_& m) {
+  bind_launch(m);
+  py::class_<py_mpi>(m, "MpiNetwork",
+                     "n nodes on the ranks of an MPI communicator, in contiguous blocks (rank r hosts "
+                     "[first_node, first_node + local_nodes)).")
+      .def(py::init(&make_mpi), py::arg("n"), py::arg("comm") = py::none(),
+           py::arg("timeout") = sp::default_mpi_timeout.count(), py::arg("policy") = "lockstep",
+           py::arg("drop_probability") = 0.0, py::arg("seed") = 0, mpi_doc())
+#ifdef SPARSEPUSH_PYTHON_TRAIN
+      .def_static(
+          "from_spec",
+          [](const sp::run_spec& s, py::object comm) { return make_mpi_with(s.nodes, std::move(comm), sp::mpi_options_for(s)); },
+          py::arg("spec"), py::arg("comm") = py::none(),
+          "from_spec(spec, comm=None) -> MpiNetwork\n\nThe network of a validated RunSpec, as sparsepush-train builds it: "
+          "its nodes, mpi_timeout, drop_probability (keyed by seed) and waiting policy (staleness, overlap).")
+#endif
       .def(
           "endpoint",
           [](py_mpi& n, std::uint32_t i) {
@@ -128,6 +188,7 @@ the PushSumGroup that drives it (check_policy); a PushSumNode round needs "locks
 #else
 
 void bind_mpi(py::module_& m) {
+  bind_launch(m);
   m.def(
       "MpiNetwork",
       [](py::args, py::kwargs) -> py::object {

@@ -1,8 +1,9 @@
 // python/bind_train.cpp: a training run from Python. RunSpec is the library's run_spec (every
 // setting of sparsepush-train, its keywords the CLI's long options with '_' for '-'); train() runs
-// it with the reference backend exactly as sparsepush-train does (validate, check_files, load the
-// data, plan, run_reference) and returns the --summary JSON as a dict; run_options() lists the
-// settings from the same table; RunPlan and RunSpec.lr give a Python training loop
+// it with the reference backend exactly as sparsepush-train does (validate, prepare_run: files
+// checked, data loaded, model made, run planned; run_reference) and returns the --summary JSON as
+// a dict; run_options() lists the settings from the same table; RunSpec.fingerprint is the text
+// checkpoints and MPI ranks compare; RunPlan and RunSpec.lr give a Python training loop
 // (examples/python/train_torch.py) the shards, round counts and learning rates of the CLI. It
 // needs the reference backend (Eigen 3 and zlib: SPARSEPUSH_PYTHON_TRAIN); without it, stand-ins
 // raise ConfigError saying so.
@@ -16,6 +17,7 @@
 #include "bindings.hpp"
 
 #ifdef SPARSEPUSH_PYTHON_TRAIN
+#include <sparsepush/train/prepare_run.hpp>
 #include <sparsepush/train/reference_run.hpp>
 #include <sparsepush/train/run_spec.hpp>
 
@@ -268,6 +270,14 @@ the default); spec.eta_value what the run uses.)doc")
       .def("lr", [](const sp::run_spec& s, std::uint32_t t, std::uint32_t train_rounds) { return sp::reference_lr(s).at(t, train_rounds); },
            py::arg("t"), py::arg("train_rounds"),
            "lr(t, train_rounds) -> float\n\nThe learning rate of round t of train_rounds (lr, lr_schedule, warmup).")
+      .def(
+          "fingerprint",
+          [](const sp::run_spec& s, std::size_t dim, bool every_rank) { return s.fingerprint(dim, every_rank).text(); },
+          py::arg("dim"), py::arg("every_rank") = false,
+          "fingerprint(dim, every_rank=False) -> str\n\nThe settings text a checkpoint (and a GossipOptimizer's "
+          "state_dict) is written with and resumed under, for a model of dim parameters: every number the run computes "
+          "with, as it uses them (local settings such as threads and the outputs left out). every_rank: also the "
+          "settings every MPI rank of one run must share (what the ranks compare).")
       .def("plan", &spec_plan, py::arg("labels"),
            "plan(labels) -> RunPlan\n\nThe run's shards and round counts on a training set of these labels (uint8, "
            "one per sample), as sparsepush-train plans them; validates first.");
@@ -338,21 +348,15 @@ py::object run_spec_training(const sp::run_spec& spec, bool verbose) {
                            "MpiNetwork and PushSumGroup from Python");
   const auto start = sp::run_clock::now();
   for (const auto& w : spec.validate(1)) warn(PyExc_UserWarning, w);
-  spec.check_files(0, sp::fashion_mnist_files());
-  std::optional<sp::fashion_mnist> fm;
-  std::optional<sp::nn::model> net;
-  sp::reference_plan plan;
   std::vector<std::string> errors;
   std::mutex mu;
   const sp::reference_io io = python_io(verbose, errors, mu);
   sp::reference_outcome outcome;
   {
-    py::gil_scoped_release nogil;  // loading, planning and training
-    fm.emplace(sp::load_fashion_mnist(spec.data));
-    net.emplace(sp::nn::model::make(spec.model, 1, fm->train.rows, fm->train.cols, 10));
-    plan = sp::plan_reference_run(spec, fm->train);
+    py::gil_scoped_release nogil;  // checking the files, loading, planning and training
+    const sp::prepared_run run = sp::prepare_run(spec);
     sp::single_process group(spec.nodes);
-    outcome = sp::run_reference<sp::single_process, void>(spec, plan, *fm, *net, group, nullptr, io, start);
+    outcome = sp::run_reference<sp::single_process, void>(spec, run.plan, *run.data, run.model, group, nullptr, io, start);
   }
   const auto& r = outcome.result;
   for (const auto& e : errors)
@@ -421,6 +425,14 @@ void bind_train(py::module_& m) {
   bind_spec(m);
   bind_plan(m);
   m.def("train", &train, train_doc);
+  m.def(
+      "settings_diff",
+      [](const std::string& was, const std::string& now) {
+        return sp::run_settings::parse(now).diff_from(sp::run_settings::parse(was));
+      },
+      py::arg("was"), py::arg("now"),
+      "settings_diff(was, now) -> str\n\nThe settings of two fingerprints (RunSpec.fingerprint) that differ, as "
+      "\"key=old (now new), ...\"; \"\" when they are the same.");
   m.def("run_options", &run_options,
         R"doc(run_options() -> dict
 
@@ -439,7 +451,7 @@ the local training (sparsepush.torch.GossipOptimizer takes those)}.)doc");
 namespace sparsepush_python {
 
 void bind_train(py::module_& m) {
-  for (const char* name : {"train", "run_options", "RunSpec"}) refuse_without_train(m, name);
+  for (const char* name : {"train", "run_options", "RunSpec", "settings_diff"}) refuse_without_train(m, name);
 }
 
 }  // namespace sparsepush_python

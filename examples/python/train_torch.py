@@ -287,7 +287,7 @@ def run_mpi(a, p, data, x0, comm):
     n, ranks, rank = a.nodes, comm.Get_size(), comm.Get_rank()
     b, e = divmod(n, ranks)
     first, count = rank * b + min(rank, e), b + (rank < e)
-    net = sp.MpiNetwork(n, comm=comm, timeout=a.mpi_timeout)
+    net = sp.MpiNetwork.from_spec(a.spec, comm=comm)  # sparsepush-train's network of these settings
     if (net.first_node, net.local_nodes) != (first, count):
         raise RuntimeError(f"rank {rank}: the network places nodes {net.first_node}+{net.local_nodes}, not {first}+{count}")
     nodes = [Node(i, x0, a, p.parts) for i in range(first, first + count)]
@@ -354,10 +354,12 @@ def summary(a, p, res):
 def main(argv):
     started = time.perf_counter()
     torch.set_num_threads(1)
-    if int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0"))) > 0:
+    mpirun = sp.launched()  # the launcher's word, read by the library (sp.launcher_environment() lists it)
+    mpirun = mpirun if mpirun and mpirun["kind"] == "mpi" else {"ranks": 1, "rank": 0}
+    if mpirun["rank"] > 0:
         sys.stderr = open(os.devnull, "w")  # under mpirun a refused option is reported once, by rank 0
     spec, ap = options(argv)
-    launched = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+    launched = mpirun["ranks"]
     if spec["transport"] != "mpi" and launched > 1:
         ap.error(f"started as {launched} MPI processes, but --transport is {spec['transport']}: each would run the whole "
                  "job; add --transport mpi")

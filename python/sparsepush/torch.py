@@ -23,7 +23,6 @@ in the parameters for the next forward pass. The options are sparsepush-train's 
 under the same names (sparsepush.run_options(), those with "gossip": True), checked by the
 library's rules.
 """
-import os
 import threading
 import warnings
 
@@ -143,34 +142,33 @@ class Loopback:
                 self._run.restore(state)
 
 
-def _launcher():
-    """'torch' under torchrun or an initialized torch.distributed, 'mpi' under mpirun, else None."""
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized():
-        return "torch"
-    if "TORCHELASTIC_RUN_ID" in os.environ or ("LOCAL_RANK" in os.environ and "MASTER_ADDR" in os.environ):
-        return "torch"
-    if any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")):
-        return "mpi"
-    return None
-
-
 def launch_info():
     """{"kind": "mpi" or "torch", "nodes": N, "rank": r} under mpirun or torchrun (one node per
-    process: node r of N), else None."""
-    kind = _launcher()
-    if kind == "torch":
-        import torch.distributed as dist
-        if dist.is_initialized():
-            return {"kind": kind, "nodes": dist.get_world_size(), "rank": dist.get_rank()}
-        return {"kind": kind, "nodes": int(os.environ.get("WORLD_SIZE", "1")), "rank": int(os.environ.get("RANK", "0"))}
-    if kind == "mpi":
-        n = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("PMI_SIZE") or 0)
-        rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
-        if n < 1:
-            raise _core.ConfigError("mpirun: neither OMPI_COMM_WORLD_SIZE nor PMI_SIZE says how many ranks run")
-        return {"kind": kind, "nodes": n, "rank": rank}
-    return None
+    process: node r of N), else None. An initialized torch.distributed says it; else the launcher's
+    environment, as the library reads it (sparsepush.launched(), whose variables
+    sparsepush.launcher_environment() lists)."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return {"kind": "torch", "nodes": dist.get_world_size(), "rank": dist.get_rank()}
+    launched = _core.launched()
+    if launched is None:
+        return None
+    return {"kind": launched["kind"], "nodes": launched["ranks"], "rank": launched["rank"]}
+
+
+def _launcher():
+    """'torch' under torchrun or an initialized torch.distributed, 'mpi' under mpirun, else None."""
+    info = launch_info()
+    return None if info is None else info["kind"]
+
+
+def _settings_diff(was, now):
+    """What differs between two fingerprints, as the library says it; a text that is none (a state
+    of another program) is shown whole."""
+    try:
+        return _core.settings_diff(was, now)
+    except _core.ConfigError:
+        return f"{was!r} (now {now})"
 
 
 class _TorchFrames:
@@ -301,6 +299,9 @@ class GossipOptimizer(torch.optim.Optimizer):
                 raise _core.ConfigError("GossipOptimizer: this sparsepush module was built without MPI (sparsepush."
                                         "has_mpi is False); use torchrun")
             info = launch_info()
+            if info is None:
+                raise _core.ConfigError("GossipOptimizer: network='mpi', but no MPI launcher started this process "
+                                        "(launch with `mpirun -np N python3 ...`)")
             return info["nodes"], info["rank"]
         import torch.distributed as dist
         if not dist.is_initialized():
@@ -330,12 +331,11 @@ class GossipOptimizer(torch.optim.Optimizer):
 
     def _make_run(self, kind, n):
         if kind == "mpi":
-            self._mpi = _core.MpiNetwork(n, timeout=self._spec["mpi_timeout"] or 60.0, policy=self._spec.policy,
-                                         drop_probability=self._spec.drop_value, seed=self._spec["seed"])
+            self._mpi = _core.MpiNetwork.from_spec(self._spec)  # its timeout, loss, seed and policy
             if self._mpi.ranks != n:
                 raise _core.ConfigError(f"GossipOptimizer under mpirun runs one node per rank: {self._mpi.ranks} ranks")
             self.node = self._mpi.first_node
-            self._mpi.agree(repr(self._spec) + f" dim={self._flat.numel()}")
+            self._mpi.agree(self._spec.fingerprint(self._flat.numel(), every_rank=True))
             return _core.GossipRun(self._spec, [self._flat], self._mpi, self._offsets)
         self._exchange = _core.ExchangeNetwork(n, self.node, _TorchFrames())
         return _core.GossipRun(self._spec, [self._flat], self._exchange, self._offsets)
@@ -421,8 +421,13 @@ class GossipOptimizer(torch.optim.Optimizer):
             self._run.write_models([self._flat])  # a waiting policy's drain may have changed them
         sd = self.optimizer.state_dict()
         sd["sparsepush"] = {"gossip": state, "model": self._flat.clone(), "node": self.node,
-                            "nodes": self._spec["nodes"], "settings": repr(self._spec)}
+                            "nodes": self._spec["nodes"], "settings": self._settings()}
         return sd
+
+    def _settings(self):
+        """The settings a state is saved with and restored under: the library's fingerprint (the
+        numbers the gossip computes with; local settings such as threads are not among them)."""
+        return self._spec.fingerprint(self._flat.numel())
 
     def load_state_dict(self, state_dict):
         sd = dict(state_dict)
@@ -430,15 +435,15 @@ class GossipOptimizer(torch.optim.Optimizer):
         if mine is None:
             raise _core.ConfigError("GossipOptimizer.load_state_dict: the state has no 'sparsepush' entry (it is a "
                                     "plain optimizer's, not a GossipOptimizer's)")
-        if mine["settings"] != repr(self._spec) or mine["nodes"] != self._spec["nodes"]:
-            raise _core.ConfigError(f"GossipOptimizer.load_state_dict: the state was saved with {mine['settings']}, "
-                                    f"this optimizer has {self._spec!r}")
-        if mine["node"] != self.node:
-            raise _core.ConfigError(f"GossipOptimizer.load_state_dict: the state is node {mine['node']}'s, this is node "
-                                    f"{self.node}")
         if mine["model"].numel() != self._flat.numel():
             raise _core.SizeError(f"GossipOptimizer.load_state_dict: the state's model has {mine['model'].numel()} "
                                   f"parameters, this one {self._flat.numel()}")
+        if mine["settings"] != self._settings():
+            raise _core.ConfigError("GossipOptimizer.load_state_dict: the state was saved with other settings: "
+                                    + _settings_diff(mine["settings"], self._settings()))
+        if mine["node"] != self.node:
+            raise _core.ConfigError(f"GossipOptimizer.load_state_dict: the state is node {mine['node']}'s, this is node "
+                                    f"{self.node}")
         if self._run is None:
             self._net._load(mine["gossip"])
         else:

@@ -136,6 +136,21 @@ def test_state_dict_round_trip_continues_bit_for_bit(options):
         assert whole[i][2]["rounds"] == resumed[i][2]["rounds"] == 8
 
 
+@pytest.mark.parametrize("options", [
+    {"algorithm": "sp", "compressor": "top-k:0.1", "eta": 0.3},  # each node its own GossipRun
+    {"algorithm": "sp", "compressor": "top-k:0.1", "eta": 0.3, "staleness": "2"},  # one run of every node
+])
+def test_a_state_saved_with_one_thread_count_restores_with_another(options):
+    # a state is saved under the library's fingerprint, which leaves local settings (threads) out
+    n = 3
+    whole = train_nodes(spt.Loopback(n), n, 5, dict(options, threads=1), save_after=4)  # a save mixes what is in flight
+    first = train_nodes(spt.Loopback(n), n, 4, dict(options, threads=1))
+    resumed = train_nodes(spt.Loopback(n), n, 1, dict(options, threads=2), states=[s for _, s, _, _ in first], start=4)
+    for i in range(n):
+        assert torch.equal(whole[i][0], resumed[i][0]), f"node {i}"
+        assert whole[i][2]["rounds"] == resumed[i][2]["rounds"] == 5
+
+
 def test_scsp_finish_brings_the_nodes_together():
     n = 4
     out = train_nodes(spt.Loopback(n), n, 10, {"algorithm": "scsp", "compressor": "top-k:0.05", "eta": 0.2}, finish=True)

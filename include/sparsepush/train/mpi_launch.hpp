@@ -50,6 +50,23 @@ inline std::vector<int> mpi_failed_ranks(bool ok, MPI_Comm comm, double timeout)
   return failed;
 }
 
+/// The setting a fingerprint key stands for, as messages name it: its field's option from
+/// run_spec's table ("final" -> "--final-rounds"); the key "policy" is the waiting policy, which
+/// --staleness and --overlap make together; a key of no field is written as an option ("dim" ->
+/// "--dim").
+inline std::string fingerprint_option(const std::string& key) {
+  if (key == "policy") return "the waiting policy (--staleness, --overlap)";
+  static const run_spec defaults;
+  std::string out;
+  run_spec::for_each_field(defaults, [&](const field_info& f, const auto&) {
+    if (out.empty() && (f.key.empty() ? f.keyword() : std::string(f.key)) == key) out = "--" + std::string(f.option);
+  });
+  if (!out.empty()) return out;
+  out = "--" + key;
+  for (char& c : out) c = c == '_' ? '-' : c;
+  return out;
+}
+
 /// Rank 0's spec against this rank's, in every field the ranks must share (role numbers and
 /// ranks): "" when equal, else each differing setting with both values ("--straggler: rank 0 has
 /// 3:10, rank 1 has (none)"). Collective (a broadcast from rank 0): call it on every rank, after
@@ -65,19 +82,10 @@ inline std::string mpi_spec_mismatch(const run_spec& s, MPI_Comm comm) {
   MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, comm);
   if (rank == 0) return {};
   const run_settings root = run_settings::parse(text);
-  auto option = [](const std::string& key) -> std::string {
-    if (key == "final") return "--final-rounds";
-    if (key == "drop") return "--drop-probability";
-    if (key == "recovery") return "--loss-recovery";
-    if (key == "policy") return "the waiting policy (--staleness, --overlap)";
-    std::string o = key;
-    for (char& c : o) c = c == '_' ? '-' : c;
-    return "--" + o;
-  };
   auto shown = [](const std::string& v) { return v.empty() ? std::string("(none)") : v; };
   std::string out;
   auto note = [&](const std::string& key, const std::string& a, const std::string& b) {
-    out += (out.empty() ? "" : "; ") + option(key) + ": rank 0 has " + shown(a) + ", rank " + std::to_string(rank) + " has " +
+    out += (out.empty() ? "" : "; ") + fingerprint_option(key) + ": rank 0 has " + shown(a) + ", rank " + std::to_string(rank) + " has " +
            shown(b);
   };
   std::vector<std::string> keys;

@@ -5,10 +5,7 @@
 // single_process is the group of one; train/mpi.hpp has the MPI one.
 #pragma once
 
-#include <charconv>
 #include <concepts>
-#include <cstdlib>
-#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -17,6 +14,7 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "launcher.hpp"  // launched_ranks(), which this header held
 
 namespace sparsepush {
 inline namespace v0 {
@@ -47,18 +45,6 @@ concept process_group = requires(G& g, const G& cg, std::span<const double> mine
   /// wait until what this process sent has been delivered (the end of a run)
   g.finish();
 };
-
-/// How many processes a launcher (mpirun, mpiexec) started this one among, read from its
-/// environment before MPI_Init: 1 when none did.
-inline int launched_ranks() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
-    if (const char* v = std::getenv(var)) {
-      int n = 0;
-      const auto [end, ec] = std::from_chars(v, v + std::strlen(v), n);
-      if (ec == std::errc() && n > 0) return n;
-    }
-  return 1;
-}
 
 namespace detail {
 /// g.allgather / sum / broadcast with `what` naming the collective in a timeout's message, for a
