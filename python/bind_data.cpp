@@ -69,6 +69,16 @@ py::dict load_fashion_mnist(const std::string& dir) {
   return d;
 }
 
+/// load_fashion_mnist's docstring, its default directory the library's.
+const char* load_doc() {
+  static const std::string doc = "load_fashion_mnist(dir=\"" + std::string(sp::fashion_mnist_default_dir) + R"doc(") -> dict
+
+Fashion-MNIST from the four .gz files of dir, as sparsepush-train reads it: {"train": {"images":
+float32 array (count, rows, cols) scaled to [0, 1], "labels": uint8 array}, "test": {...}}.
+Raises DataError naming a missing or malformed file.)doc";
+  return doc.c_str();
+}
+
 /// shard_seed, init_model and load_fashion_mnist: the reference backend's.
 void bind_reference_data(py::module_& m) {
   m.def("shard_seed", &sp::shard_seed, py::arg("seed"), py::arg("node"),
@@ -83,11 +93,7 @@ convolution's weights [out][in][k][k] then its bias, GroupNorm's gamma then beta
 weights [out][in] then its bias): He-normal weights, zero biases, unit scales.)doc");
 
   m.def("load_fashion_mnist", &load_fashion_mnist, py::arg("dir") = sp::run_spec::default_fashion_mnist_path,
-        R"doc(load_fashion_mnist(dir="/usr/share/datasets/fashion-mnist") -> dict
-
-Fashion-MNIST from the four .gz files of dir, as sparsepush-train reads it: {"train": {"images":
-float32 array (count, rows, cols) scaled to [0, 1], "labels": uint8 array}, "test": {...}}.
-Raises DataError naming a missing or malformed file.)doc");
+        load_doc());
 }
 #endif
 

@@ -26,6 +26,23 @@ py_loopback make_loopback(std::size_t n, bool encoded, double drop_probability, 
 
 }  // namespace
 
+namespace {
+/// LoopbackNetwork's constructor's docstring, its default timeout the library's.
+const char* loopback_doc() {
+  static const std::string doc = "LoopbackNetwork(n, encoded=True, drop_probability=0.0, seed=0, timeout=" +
+                                 py::repr(py::float_(sp::default_loopback_timeout.count())).cast<std::string>() +
+                                 R"doc(, max_delay=0)
+
+n node endpoints in one process. encoded=True: every envelope is encoded to its wire frame and
+decoded (validated) at the receiver; False: copied. Both are safe for nodes on free-running
+threads and give the same bits. drop_probability loses each non-self envelope with that
+probability (keyed by seed). timeout: seconds a node waits for a missing envelope before it raises
+TransportError. max_delay: the seeded delay model of deferred rounds (PushSumGroup with a policy
+other than lockstep).)doc";
+  return doc.c_str();
+}
+}  // namespace
+
 void bind_network(py::module_& m) {
   py::class_<py_endpoint>(m, "Endpoint", "Node i's handle on a network (from network.endpoint(i)).")
       .def_property_readonly("node", [](const py_endpoint& e) { return e.node; }, "The node it belongs to.")
@@ -36,15 +53,7 @@ void bind_network(py::module_& m) {
                           "through memory (encoded=True: encoded and decoded as over a real network).")
       .def(py::init(&make_loopback),
            py::arg("n"), py::arg("encoded") = true, py::arg("drop_probability") = 0.0, py::arg("seed") = 0,
-           py::arg("timeout") = 60.0, py::arg("max_delay") = 0,
-           R"doc(LoopbackNetwork(n, encoded=True, drop_probability=0.0, seed=0, timeout=60.0, max_delay=0)
-
-n node endpoints in one process. encoded=True: every envelope is encoded to its wire frame and
-decoded (validated) at the receiver; False: copied. Both are safe for nodes on free-running
-threads and give the same bits. drop_probability loses each non-self envelope with that
-probability (keyed by seed). timeout: seconds a node waits for a missing envelope before it raises
-TransportError. max_delay: the seeded delay model of deferred rounds (PushSumGroup with a policy
-other than lockstep).)doc")
+           py::arg("timeout") = sp::default_loopback_timeout.count(), py::arg("max_delay") = 0, loopback_doc())
       .def("endpoint",
            [](py_loopback& n, std::uint32_t i) {
              return py_endpoint{n.net->endpoint(i), i, n.net->num_nodes(), nullptr};

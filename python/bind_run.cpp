@@ -164,9 +164,7 @@ auto run_property(Get get) {
   return [get](py_run& self) { return self.visit([&](auto& r) { return get(r); }); };
 }
 
-}  // namespace
-
-void bind_run(py::module_& m) {
+void bind_exchange(py::module_& m) {
   py::class_<py_exchange>(m, "ExchangeNetwork",
                           "A network of one node per process whose frames a Python function moves (torch.distributed "
                           "under torchrun: sparsepush.torch).")
@@ -183,7 +181,9 @@ the round and the node. Lockstep rounds only, no injected message loss.)doc")
       .def_property_readonly("node", [](const py_exchange& e) { return e.net->first_node(); })
       .def("total_bytes", [](const py_exchange& e) { return e.net->total_bytes(); }, "Bytes this node has sent.")
       .def("total_messages", [](const py_exchange& e) { return e.net->total_messages(); }, "Envelopes this node has sent.");
+}
 
+void bind_gossip_run(py::module_& m) {
   py::class_<py_run>(m, "GossipRun",
                      "The algorithm of a RunSpec over this process's nodes, stepped by a training loop of the caller's "
                      "(C++ sparsepush::gossip_run). sparsepush.torch.GossipOptimizer drives it.")
@@ -266,6 +266,13 @@ model x / u. Checked first (sizes, NaN/Inf): on an error nothing changed. The GI
       .def_property_readonly("messages_sent", run_property([](auto& r) { return r.messages_sent(); }))
       .def_property_readonly("messages_dropped", run_property([](auto& r) { return r.messages_dropped(); }))
       .def_property_readonly("max_staleness", run_property([](auto& r) { return r.max_staleness(); }));
+}
+
+}  // namespace
+
+void bind_run(py::module_& m) {
+  bind_exchange(m);
+  bind_gossip_run(m);
 }
 
 }  // namespace sparsepush_python

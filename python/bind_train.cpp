@@ -230,6 +230,9 @@ void bind_spec_values(py::class_<sp::run_spec>& c) {
       .def_property_readonly("bits_value", &sp::run_spec::bits_value, "0: full precision.")
       .def_property_readonly("policy", [](const sp::run_spec& s) { return sp::to_string(s.policy()); },
                              "The wait policy's name (check_policy).")
+      .def_property_readonly("lockstep", [](const sp::run_spec& s) { return s.policy().lockstep(); },
+                             "Whether the rounds are lockstep (the policy's own answer, not its name).")
+      .def_property_readonly("mpi", &sp::run_spec::mpi, "Whether the run is over MPI (transport mpi).")
       .def_property_readonly("max_delay_value", &sp::run_spec::max_delay_value)
       .def_property_readonly("threads_value", &sp::run_spec::threads_value)
       .def_property_readonly("algorithm_info", [](const sp::run_spec& s) { return algorithm_dict(s.info()); },

@@ -360,11 +360,11 @@ def main(argv):
         sys.stderr = open(os.devnull, "w")  # under mpirun a refused option is reported once, by rank 0
     spec, ap = options(argv)
     launched = mpirun["ranks"]
-    if spec["transport"] != "mpi" and launched > 1:
+    if not spec.mpi and launched > 1:
         ap.error(f"started as {launched} MPI processes, but --transport is {spec['transport']}: each would run the whole "
                  "job; add --transport mpi")
     comm = None
-    if spec["transport"] == "mpi":
+    if spec.mpi:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
     root = comm is None or comm.Get_rank() == 0

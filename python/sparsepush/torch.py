@@ -83,7 +83,7 @@ class Loopback:
             self._members[i] = member
             spec = member._spec
             if self._shared is None:
-                self._shared = spec.policy == "lockstep" and spec.algorithm_info["graph"]
+                self._shared = spec.lockstep and spec.algorithm_info["graph"]
                 if self._shared:
                     self._network = _core.LoopbackNetwork(self.num_nodes, encoded=False,
                                                           drop_probability=spec.drop_value, seed=spec["seed"],
@@ -319,7 +319,7 @@ class GossipOptimizer(torch.optim.Optimizer):
         processes = 1 if kind == "loopback" else n
         spec.set(nodes=n, transport="mpi" if processes > 1 else "inprocess")
         if kind == "torch":
-            if spec.policy != "lockstep":
+            if not spec.lockstep:
                 raise _core.ConfigError(f"GossipOptimizer under torchrun runs lockstep rounds only, got policy "
                                         f"{spec.policy}: launch with mpirun for --staleness or --overlap")
             if spec.drop_value > 0:

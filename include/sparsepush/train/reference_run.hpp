@@ -59,6 +59,21 @@ inline std::string format(const char* fmt, auto... args) {
   std::snprintf(buf, sizeof buf, fmt, args...);
   return buf;
 }
+/// The progress line after a round: round, epoch, loss, accuracies, megabytes and the time left
+/// (`live`: a terminal's line, rewritten in place).
+inline std::string progress_line(const round_status& st, std::uint32_t rounds, double epoch, bool live) {
+  char loss[32] = "-";  // under MPI the mean loss is gathered at evaluations and checkpoints only
+  if (st.loss_known) std::snprintf(loss, sizeof loss, "%.4f", st.loss);
+  char avg[64] = "-";  // measured at the last evaluation and every --eval-average-every rounds
+  if (st.eval.averaged)
+    std::snprintf(avg, sizeof avg, "%.2f%%)  div %.3g", 100 * st.eval.averaged_model_accuracy,
+                  st.report.parameter_divergence);
+  else std::snprintf(avg, sizeof avg, "-)  div -");
+  return format("%sround %u/%u  epoch %.2f  loss %s  acc %.2f%% (avg model %s  %.1f MB  ETA %.0fs%s", live ? "\r" : "",
+                st.round, rounds, epoch, loss, 100 * st.eval.avg_node_accuracy, avg,
+                static_cast<double>(st.bytes_now) / 1e6,
+                st.wall_seconds / st.round * (rounds > st.round ? rounds - st.round : 0), live ? "   " : "\n");
+}
 }  // namespace detail
 
 /// The summary of a finished run (the keys of sparsepush-train --summary).
@@ -99,7 +114,9 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
       {"skew", s.dirichlet ? none : summary_value(s.skew_value())},
       {"dirichlet_alpha", s.dirichlet ? summary_value(*s.dirichlet) : none},
       {"model", s.model},
-      {"precision", bits == 0 ? std::string("fp32") : bits == 8 ? std::string("int8") : std::to_string(bits) + "-bit"},
+      {"precision", bits == bits_of(run_precision::fp32)   ? std::string(name_of(run_precisions, run_precision::fp32))
+                : bits == bits_of(run_precision::int8) ? std::string(name_of(run_precisions, run_precision::int8))
+                                                       : std::to_string(bits) + "-bit"},
       {"bits", b},
       {"parameters", net.num_params()},
       {"rounds", r.rounds_done},
@@ -211,6 +228,29 @@ inline std::string reference_header(const run_spec& s, const reference_plan& p, 
   return out;
 }
 
+namespace detail {
+/// Rank 0's outputs after a run: the summary printed and written, the log closed, the plot drawn;
+/// every output checked, a failure reported in outcome.failed_outputs naming the file.
+inline void write_outputs(const run_spec& s, const reference_io& io, csv_log& log, reference_outcome& outcome) {
+  auto say = [&](const std::string& t) { if (io.out) io.out(t); };
+  const std::string log_path = s.log.value_or(""), plot_path = s.plot.value_or("");
+  const std::string text = io.json ? io.json(outcome.summary) : std::string();
+  if (io.json) say(text + "\n");
+  if (s.summary && io.json)
+    if (auto why = write_whole(*s.summary, "the summary file", text + '\n'); !why.empty()) outcome.failed_outputs.push_back(why);
+  const bool log_ok = log.close();
+  if (!log_ok) outcome.failed_outputs.push_back(log.error());
+  if (!plot_path.empty() && log_ok) {
+    const std::string title =
+        s.algorithm + " " + s.compressor_spec() + ", " + std::to_string(s.nodes) + " nodes, " + s.schedule_spec();
+    if (auto why = write_plot(log_path, plot_path, title); !why.empty()) outcome.failed_outputs.push_back(why);
+    else say("plot written to " + plot_path + "\n");
+  } else if (!plot_path.empty()) {
+    outcome.failed_outputs.push_back("the plot " + plot_path + " was not drawn: its log " + log_path + " is incomplete");
+  }
+}
+}  // namespace detail
+
 /// Train this process's nodes of a validated spec (validate() and check_files() passed, the plan
 /// made) over `group`: a single_process with Net = void (each algorithm's own loopback), or an
 /// mpi_process_group over the mpi_network `net`. Rank 0 writes the outputs and gets the summary.
@@ -218,7 +258,7 @@ template <class Group, class Net = void>
 reference_outcome run_reference(const run_spec& s, const reference_plan& p, const fashion_mnist& fm, const nn::model& model,
                                 Group& group, Net* net = nullptr, const reference_io& io = {},
                                 run_clock::time_point start = run_clock::now()) {
-  const std::size_t d = model.num_params(), n = s.nodes, local = group.local_nodes();
+  const std::size_t d = model.num_params(), local = group.local_nodes();
   const std::uint32_t first = group.first_node();
   const bool root = group.rank() == 0, scsp = s.info().final_rounds;
   const std::uint32_t rounds = p.rounds(), train_rounds = p.train_rounds;
@@ -230,7 +270,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
 
   reference_outcome outcome;
   csv_log log;
-  const std::string log_path = s.log.value_or(""), plot_path = s.plot.value_or("");
+  const std::string log_path = s.log.value_or("");
   trainer_callbacks cb;
   cb.guard = [&](const round_status& st) -> std::optional<std::string> {
     auto why = default_divergence_guard(st);
@@ -240,20 +280,8 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   cb.progress = [&](const round_status& st) {
     const double epoch = p.epochs_after(std::min(st.round, train_rounds), s.batch);
     if (st.evaluated && log.is_open()) log.row(st, epoch, scsp && !st.training ? "final-gossip" : "train");
-    if (root && (io.live || st.evaluated)) {  // a terminal gets one live line, a pipe a line per evaluation
-      char loss[32] = "-";  // under MPI the mean loss is gathered at evaluations and checkpoints only
-      if (st.loss_known) std::snprintf(loss, sizeof loss, "%.4f", st.loss);
-      char avg[64] = "-";  // measured at the last evaluation and every --eval-average-every rounds
-      if (st.eval.averaged)
-        std::snprintf(avg, sizeof avg, "%.2f%%)  div %.3g", 100 * st.eval.averaged_model_accuracy,
-                      st.report.parameter_divergence);
-      else std::snprintf(avg, sizeof avg, "-)  div -");
-      say(detail::format("%sround %u/%u  epoch %.2f  loss %s  acc %.2f%% (avg model %s  %.1f MB  ETA %.0fs%s",
-                         io.live ? "\r" : "", st.round, rounds, epoch, loss, 100 * st.eval.avg_node_accuracy, avg,
-                         static_cast<double>(st.bytes_now) / 1e6,
-                         st.wall_seconds / st.round * (rounds > st.round ? rounds - st.round : 0),
-                         io.live ? "   " : "\n"));
-    }
+    if (root && (io.live || st.evaluated))  // a terminal gets one live line, a pipe a line per evaluation
+      say(detail::progress_line(st, rounds, epoch, io.live));
   };
   cb.before_checkpoint = [&](std::uint32_t) {
     if (!log.is_open()) return;
@@ -302,20 +330,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
     outcome.summary.set("clock", "simulated (SMPI)");
     outcome.summary.set("host_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - io.host_start).count());
   }
-  const std::string text = io.json ? io.json(outcome.summary) : std::string();
-  if (io.json) say(text + "\n");
-  // every output checked: a failure is reported, naming the file, after the results above
-  if (s.summary && io.json)
-    if (auto why = write_whole(*s.summary, "the summary file", text + '\n'); !why.empty()) outcome.failed_outputs.push_back(why);
-  const bool log_ok = log.close();
-  if (!log_ok) outcome.failed_outputs.push_back(log.error());
-  if (!plot_path.empty() && log_ok) {
-    const std::string title = s.algorithm + " " + s.compressor_spec() + ", " + std::to_string(n) + " nodes, " + s.schedule_spec();
-    if (auto why = write_plot(log_path, plot_path, title); !why.empty()) outcome.failed_outputs.push_back(why);
-    else say("plot written to " + plot_path + "\n");
-  } else if (!plot_path.empty()) {
-    outcome.failed_outputs.push_back("the plot " + plot_path + " was not drawn: its log " + log_path + " is incomplete");
-  }
+  detail::write_outputs(s, io, log, outcome);
   return outcome;
 }
 

@@ -46,6 +46,10 @@ enum class loopback_mode {
   by_reference,
 };
 
+/// How long a loopback node waits for a missing envelope by default (loopback_options::timeout,
+/// Python's LoopbackNetwork).
+inline constexpr std::chrono::duration<double> default_loopback_timeout{60.0};
+
 /// Settings of the loopback network.
 struct loopback_options {
   double drop_probability = 0.0;  ///< each non-self message is lost with this probability
@@ -53,7 +57,7 @@ struct loopback_options {
   bool trace = false;             ///< record every delivery
   loopback_mode mode = loopback_mode::copied;  ///< how a message reaches its receivers (same bits in every mode)
   /// How long collect() waits for a missing envelope before it throws transport_error.
-  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  std::chrono::milliseconds timeout{std::chrono::duration_cast<std::chrono::milliseconds>(default_loopback_timeout)};
   /// The delay model of deferred rounds (take(), gossip/policy.hpp): the envelope of round s from
   /// node j to node i is visible to i from its round s + delta on, delta = Philox(seed, s, j n + i)
   /// mod (max_delay + 1) rounds: a seeded rule, as the loss, so that a run with delays is
