@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "../config.hpp"
 #include "../gossip/node.hpp"
@@ -109,6 +110,18 @@ std::string names_of(const T (&table)[N]) {
     if (!out.empty()) out += ',';
     out += e.name;
   }
+  return out;
+}
+
+/// The names of the algorithms whose property `has` is `value` (every algorithm for a null `has`),
+/// in run_algorithms' order, as a message lists them: "sp, scsp, deepsqueeze or choco".
+inline std::string algorithms_where(bool algorithm_info::*has = nullptr, bool value = true) {
+  std::vector<std::string_view> names;
+  for (const algorithm_info& a : run_algorithms)
+    if (!has || a.*has == value) names.push_back(a.name);
+  std::string out;
+  for (std::size_t k = 0; k < names.size(); ++k)
+    out += std::string(k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + std::string(names[k]);
   return out;
 }
 

@@ -118,9 +118,9 @@ struct run_spec {
     f(field_info{.option = "nodes", .help = "number of nodes, 2 to 4096", .lo = 1, .hi = 4096}, s.nodes);
     f(field_info{.option = "schedule", .gossip = true, .help = "communication schedule: directed-ring, undirected-ring, torus:RxC, complete, "
                  "time-varying-ring[:hops], alternating-ring, exponential[:K], bidirectional-exponential, erdos-renyi:P, "
-                 "random:K (default: time-varying-ring; undirected-ring for dpsgd, deepsqueeze, choco)",
+                 "random:K (default: time-varying-ring; undirected-ring for " + algorithms_where(&algorithm_info::symmetric) + ")",
                  .used = written<&run_spec::schedule_spec>}, s.schedule);
-    f(field_info{.option = "algorithm", .gossip = true, .help = "sp, scsp, sgp, dpsgd, deepsqueeze, choco or centralized",
+    f(field_info{.option = "algorithm", .gossip = true, .help = algorithms_where(),
                  .choices = names_of(run_algorithms)}, s.algorithm);
     f(field_info{.option = "compressor", .gossip = true, .help = "compressor spec, e.g. top-k:0.01, top-k:0.001+int8, random-k:0.01, qsgd:16, sign",
                  .used = [](const run_spec& r) { return settings_spec(r.compressor_spec()); },  // a qsgd stream is a number

@@ -29,7 +29,7 @@ struct field_info {
   /// It configures the gossip, not the local training: a training loop of its own takes it
   /// (sparsepush.torch.GossipOptimizer), where learning rates, batches and data are its own.
   bool gossip = false;
-  std::string_view help;  ///< the option's help text (--help, Python's docstrings)
+  std::string help;  ///< the option's help text (--help, Python's docstrings)
   field_role role = field_role::numbers;  ///< which processes must agree on the field
   std::string_view key = {};   ///< its key in the fingerprint (role numbers; empty: the option with '_')
   ///@{

@@ -109,10 +109,12 @@ inline void check_algorithm(const run_spec& s, std::vector<std::string>& warning
   }
   if (!a.compresses)
     unused("--compressor", s.compressor.has_value(), "sends whole models (the identity compressor); to compress, use "
-                                                     "--algorithm sp, scsp, deepsqueeze or choco");
+                                                     "--algorithm " + algorithms_where(&algorithm_info::compresses));
   if (!a.consensus_step)
-    unused("--consensus-step", s.consensus_step.has_value(), "has no consensus step gamma_c (it is CHOCO's: --algorithm choco)");
-  if (!a.per_layer) unused("--per-layer", s.per_layer, "does not use it (per-layer top-K is for --algorithm sp, scsp or deepsqueeze)");
+    unused("--consensus-step", s.consensus_step.has_value(), "has no consensus step gamma_c (it is CHOCO's: --algorithm " +
+                                                               algorithms_where(&algorithm_info::consensus_step) + ")");
+  if (!a.per_layer) unused("--per-layer", s.per_layer, "does not use it (per-layer top-K is for --algorithm " +
+                                                         algorithms_where(&algorithm_info::per_layer) + ")");
   if (a.graph) {
     const any_schedule sched = parse_schedule(s.schedule_spec(), s.nodes, s.seed);  // a bad schedule is a config_error now
     if (a.symmetric && !sched.symmetric())
