@@ -1,7 +1,8 @@
 # Checks on sparsepush-train summaries (JSON text), for the -P scripts that compare two runs
-# (check_jitter, check_straggler, check_threads_bits): include() it, then
+# (check_jitter, check_straggler, check_threads_bits, check_lossy_training, mpi/train_async): include() it, then
 #   summary_fields_equal(REF GOT "f;g" WHAT)    every field of the list is in REF, and equal in GOT
 #   summary_field_null(JSON KEY WHAT)            JSON's KEY is null
+#   decimal_as_integer(TEXT DIGITS OUT)          a plain decimal in units of 10^-DIGITS
 #   summary_slower_at_least(PLAIN SLOW RATIO WHAT)
 #       SLOW's train_seconds is at least RATIO (one decimal: 1.8) x PLAIN's, compared in whole
 #       microseconds with integer arithmetic
@@ -28,16 +29,24 @@ function(summary_field_null json key what)
   endif()
 endfunction()
 
+# decimal_as_integer(TEXT DIGITS OUT): a non-negative decimal without exponent ("0.8312") as an
+# integer in units of 10^-DIGITS, truncated (CMake's math is integer only): 831200 for DIGITS 6
+function(decimal_as_integer text digits out)
+  if(NOT text MATCHES "^([0-9]+)(\\.([0-9]*))?$")
+    message(FATAL_ERROR "${text} is not a plain decimal")
+  endif()
+  set(whole ${CMAKE_MATCH_1})
+  string(REPEAT "0" ${digits} zeros)
+  string(SUBSTRING "${CMAKE_MATCH_3}${zeros}" 0 ${digits} frac)
+  string(REGEX REPLACE "^0+([0-9])" "\\1" frac "${frac}")
+  math(EXPR v "${whole} * 1${zeros} + ${frac}")
+  set(${out} ${v} PARENT_SCOPE)
+endfunction()
+
 # seconds (a JSON number without exponent) as whole microseconds
 function(_summary_micros json key out)
   string(JSON v GET "${json}" ${key})
-  if(NOT v MATCHES "^([0-9]+)(\\.([0-9]*))?$")
-    message(FATAL_ERROR "${key} is ${v}, not seconds in plain decimals")
-  endif()
-  set(whole ${CMAKE_MATCH_1})
-  string(SUBSTRING "${CMAKE_MATCH_3}000000" 0 6 frac)
-  string(REGEX REPLACE "^0+([0-9])" "\\1" frac "${frac}")
-  math(EXPR us "${whole} * 1000000 + ${frac}")
+  decimal_as_integer("${v}" 6 us)
   set(${out} ${us} PARENT_SCOPE)
 endfunction()
 
