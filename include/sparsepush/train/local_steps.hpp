@@ -19,7 +19,8 @@ namespace sparsepush {
 inline namespace v0 {
 namespace detail {
 
-/// The outer step's learning rate gamma_o and momentum beta (1 and 0: no outer step).
+/// The outer step's learning rate gamma_o and momentum beta; the defaults, 1 and 0, are no outer
+/// step (the defaults of trainer_options and of --outer-lr and --outer-momentum).
 struct outer_step_settings {
   double lr = 1.0;        ///< gamma_o
   double momentum = 0.0;  ///< beta in [0, 1)

@@ -24,6 +24,7 @@
 #include "../topology/parse.hpp"
 #include "../transport/mpi/options.hpp"
 #include "defaults.hpp"
+#include "local_steps.hpp"
 #include "run_choices.hpp"
 #include "run_field.hpp"
 #include "settings.hpp"
@@ -338,11 +339,11 @@ struct run_spec {
   /// --eval-reduce's name as the run uses it: ordered or allreduce.
   std::string eval_reduce_value() const { return std::string(name_of(eval_reductions, eval_reduce_mode())); }
   /// --outer-lr, or 1 (no outer step).
-  double outer_lr_value() const { return outer_lr.value_or(1.0); }
+  double outer_lr_value() const { return outer_lr.value_or(detail::outer_step_settings{}.lr); }
   /// --outer-momentum, or 0.
-  double outer_momentum_value() const { return outer_momentum.value_or(0.0); }
+  double outer_momentum_value() const { return outer_momentum.value_or(detail::outer_step_settings{}.momentum); }
   /// Whether rounds take an outer step (--outer-lr other than 1, or --outer-momentum above 0).
-  bool outer_step() const { return outer_lr_value() != 1.0 || outer_momentum_value() != 0.0; }
+  bool outer_step() const { return detail::outer_step_settings{outer_lr_value(), outer_momentum_value()}.active(); }
   /// --precision, or fp32; config_error for a name not in run_precisions.
   run_precision precision_mode() const {
     return precision ? choice_of(run_precisions, *precision, "precision") : run_precision::fp32;

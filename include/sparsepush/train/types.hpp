@@ -18,6 +18,7 @@
 #include "../checkpoint.hpp"
 #include "../clock.hpp"
 #include "evaluate.hpp"
+#include "local_steps.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -68,7 +69,8 @@ struct trainer_options {
   std::uint32_t local_steps = 1;
   /// The outer step on each round's de-biased change before the push: rate gamma_o > 0 and
   /// Nesterov momentum beta in [0, 1); gamma_o = 1 with beta = 0 is no outer step
-  double outer_lr = 1.0, outer_momentum = 0.0;  ///< the outer step's Nesterov momentum beta in [0, 1)
+  double outer_lr = detail::outer_step_settings{}.lr;              ///< gamma_o
+  double outer_momentum = detail::outer_step_settings{}.momentum;  ///< beta in [0, 1)
   std::uint32_t eval_every = 0;      ///< rounds between evaluations (0: about 10 a run)
   /// rounds between evaluations that also measure the averaged model and the divergence (which
   /// sum the models over the nodes, and under a waiting policy first mix what is in flight); 0:
