@@ -12,8 +12,12 @@
 
 namespace sparsepush::inline v0::instances {
 using local_choco = choco<float, any_compressor, any_schedule, loopback_network>;
+using local_choco_push = choco_push<float, any_compressor, any_schedule, loopback_network>;
+using tracked_choco_push = tracking<local_choco_push>;
+using tracked_sp = tracking<sparse_push<float, any_compressor, any_schedule, loopback_network>>;
 #ifdef SPARSEPUSH_HAS_MPI
 using mpi_choco = choco<float, any_compressor, any_schedule, mpi_network>;
+using mpi_choco_push = choco_push<float, any_compressor, any_schedule, mpi_network>;
 #endif
 }  // namespace sparsepush::inline v0::instances
 
@@ -26,6 +30,11 @@ using mpi_choco = choco<float, any_compressor, any_schedule, mpi_network>;
   EXTERN template run_algorithm<void> make_run_algorithm<void>(const run_spec&, std::vector<std::vector<float>>, \
                                                                const run_layout&, void*);                    \
   EXTERN template train_result trainer<float, single_process>::run<instances::local_choco>(instances::local_choco&); \
+  EXTERN template train_result trainer<float, single_process>::run<instances::local_choco_push>(                  \
+      instances::local_choco_push&);                                                                               \
+  EXTERN template train_result trainer<float, single_process>::run<instances::tracked_choco_push>(                \
+      instances::tracked_choco_push&);                                                                             \
+  EXTERN template train_result trainer<float, single_process>::run<instances::tracked_sp>(instances::tracked_sp&); \
   EXTERN template train_result trainer<float, single_process>::run<centralized<float>>(centralized<float>&);
 #define SPARSEPUSH_TRAIN_MPI_RUN(EXTERN)                                                                        \
   EXTERN template reference_outcome run_reference<mpi_process_group, mpi_network>(                              \
@@ -35,6 +44,11 @@ using mpi_choco = choco<float, any_compressor, any_schedule, mpi_network>;
   EXTERN template run_algorithm<mpi_network> make_run_algorithm<mpi_network>(                                   \
       const run_spec&, std::vector<std::vector<float>>, const run_layout&, mpi_network*);                       \
   EXTERN template train_result trainer<float, mpi_process_group>::run<instances::mpi_choco>(instances::mpi_choco&); \
+  EXTERN template train_result trainer<float, mpi_process_group>::run<instances::mpi_choco_push>(                  \
+      instances::mpi_choco_push&);                                                                                  \
+  EXTERN template train_result trainer<float, mpi_process_group>::run<instances::tracked_choco_push>(              \
+      instances::tracked_choco_push&);                                                                              \
+  EXTERN template train_result trainer<float, mpi_process_group>::run<instances::tracked_sp>(instances::tracked_sp&); \
   EXTERN template train_result trainer<float, mpi_process_group>::run<centralized<float>>(centralized<float>&);
 
 namespace sparsepush::inline v0 {

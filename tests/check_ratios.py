@@ -20,6 +20,7 @@ def bench(name, us, **extra):
 
 data = {"context": {"num_cpus": 2}, "benchmarks": [
     bench("BM_SparsePushRound/1000000/16", 11200.0), bench("BM_DenseScale/1000000", 100.0),   # 7.0: met
+    bench("BM_ChocoPushRound/1000000/16", 15680.0),                                             # 1.4: not
     bench("BM_ErrorFeedback/10000000/10000", 5700.0), bench("BM_ErrorFeedbackPass/10000000", 3000.0),  # 1.9: not
     bench("BM_ErrorFeedback/10000000/100000", 6600.0),                                          # 2.2: met
     bench("BM_QSGD/1000000", 210.0), bench("BM_ReadPass/1000000", 50.0),                         # 4.2: not
@@ -31,6 +32,7 @@ data = {"context": {"num_cpus": 2}, "benchmarks": [
 summary = {"train_seconds": 39.0, "wall_seconds": 50.0, "eval_seconds": 4.0}  # met, not (48), met (0.08)
 want = {
     "SparsePushRound/1000000/16": ("7", "✓"),
+    "ChocoPushRound / SP's round": ("1.4", "✗"),
     "d = 1e7, k = 0.1%": ("1.9", "✗"),
     "d = 1e7, k = 1%": ("2.2", "✓"),
     "d = 1e8, k = 0.1%": ("n/a", "n/a"),

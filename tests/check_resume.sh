@@ -3,6 +3,8 @@
 #   check_resume.sh kill EXE DIR         a run SIGKILLed after its first checkpoint, resumed with
 #                                        --resume, ends with the uninterrupted run's summary (every
 #                                        field but timing and buffer capacity), and the same log rows
+#   check_resume.sh tracking EXE DIR     the kill case for CHOCO-Push with gradient tracking on a
+#                                        directed time-varying schedule (link references, trackers)
 #   check_resume.sh mpi EXE DIR MPIRUN.. the same with 3 ranks under mpirun (the whole job killed)
 #   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint (a QSGD
 #                                        stream among the settings), or a missing one, is exit
@@ -15,6 +17,11 @@ mode="$1"; exe="$2"; dir="$3"; shift 3
 launcher=("$@")
 args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm scsp --final-rounds 4
       --drop-probability 0.1 --eval-every 9)
+if [ "$mode" = tracking ]; then
+  args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm choco-push --tracking --schedule random:1
+        --eval-every 9)
+  mode=kill
+fi
 rm -rf "$dir"; mkdir -p "$dir"
 
 fail() { echo "check_resume: $*" >&2; exit 1; }

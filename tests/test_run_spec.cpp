@@ -43,7 +43,7 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
       {{{"eta", "0"}}, "--eta: must be in (0, 1], got 0"},
       {{{"jitter", "0.5"}}, "--jitter: must be in [1, 1000], got 0.5"},
       {{{"epochs", "-1"}}, "--epochs: must be > 0, got -1"},
-      {{{"algorithm", "adam"}}, "--algorithm: adam not in {sp,scsp,sgp,dpsgd,deepsqueeze,choco,centralized}"},
+      {{{"algorithm", "adam"}}, "--algorithm: adam not in {sp,scsp,sgp,dpsgd,deepsqueeze,choco,choco-push,centralized}"},
       {{{"eval-reduce", "sum"}}, "--eval-reduce: sum not in {ordered,allreduce}"},
       {{{"model", "resnet"}}, "--model: resnet not in"},
       {{{"algorithm", "centralized"}, {"schedule", "complete"}}, "--schedule: --algorithm centralized averages every node"},
@@ -57,6 +57,15 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
       {{{"algorithm", "choco"}, {"schedule", "exponential"}}, "--algorithm choco needs a symmetric doubly stochastic schedule"},
       {{{"algorithm", "centralized"}, {"transport", "mpi"}}, "--algorithm centralized runs in one process only"},
       {{{"algorithm", "choco"}, {"drop-probability", "0.1"}}, "--drop-probability: choco needs every message delivered"},
+      {{{"algorithm", "choco-push"}, {"drop-probability", "0.1"}}, "--drop-probability: choco-push needs every message delivered"},
+      {{{"algorithm", "choco-push"}, {"eta", "0.1"}}, "--eta: --algorithm choco-push mixes with its consensus step"},
+      {{{"algorithm", "choco-push"}, {"compressor", "qsgd:16"}}, "--compressor qsgd:16: --algorithm choco-push needs a compressor that shrinks"},
+      {{{"algorithm", "choco-push"}, {"overlap", "true"}}, "--algorithm choco-push runs lockstep rounds only"},
+      {{{"algorithm", "scsp"}, {"tracking", "true"}}, "--tracking: --algorithm scsp does not track gradients"},
+      {{{"algorithm", "choco"}, {"tracking", "true"}}, "--tracking: --algorithm choco does not track gradients"},
+      {{{"algorithm", "sp"}, {"tracking", "true"}, {"transport", "mpi"}}, "--tracking: runs in one process in this version"},
+      {{{"algorithm", "sgp"}, {"tracking", "true"}, {"outer-lr", "0.5"}}, "--tracking: takes one local step a round"},
+      {{{"algorithm", "choco-push"}, {"tracking", "true"}, {"staleness", "2"}}, "--tracking: runs lockstep rounds only"},
       {{{"plot", "x.png"}}, "--plot needs --log"},
       {{{"eval-split", "true"}, {"eval-samples", "15"}}, "--eval-split gives each of the 16 nodes its share of the 15 --eval-samples images"},
       {{{"compressor", "qsgd:16"}, {"per-layer", "true"}}, "--per-layer needs a top-k compressor, got qsgd:16"},
@@ -160,7 +169,7 @@ TEST_CASE("run_spec: every field of role numbers or ranks is in the fingerprint,
       {"warmup", "3"}, {"skew", "0.5"}, {"dirichlet", "0.3"}, {"momentum", "0.5"}, {"nesterov", "true"},
       {"weight-decay", "0"}, {"local-steps", "4"}, {"outer-lr", "0.7"}, {"outer-momentum", "0.9"},
       {"eval-average-every", "10"}, {"eval-split", "true"}, {"target-accuracy", "0.8"},
-      {"per-layer", "true"}, {"consensus-step", "0.3"}, {"data", "/tmp"},
+      {"per-layer", "true"}, {"consensus-step", "0.3"}, {"tracking", "true"}, {"data", "/tmp"},
       {"drop-probability", "0.1"}, {"loss-recovery", "none"}, {"eval-every", "5"}, {"eval-samples", "100"},
       {"eval-reduce", "allreduce"}, {"precision", "int8"}, {"bits", "6"}, {"staleness", "3"}, {"overlap", "true"},
       {"max-delay", "1"}, {"straggler", "3:2"}, {"jitter", "2"}, {"final-eval-samples", "100"}, {"transport", "mpi"},
@@ -205,7 +214,7 @@ TEST_CASE("run_spec: the shown defaults are the values a spec at its defaults us
   const std::vector<std::pair<std::string, std::string>> want = {
       {"compressor", d.compressor_spec()}, {"final-rounds", "auto"}, {"final-compressor", "identity"},
       {"final-tolerance", "0.001"}, {"skew", "0.8"}, {"dirichlet", "0"}, {"outer-lr", "1"}, {"outer-momentum", "0"},
-      {"consensus-step", "0.5"}, {"drop-probability", "0"}, {"loss-recovery", "ack"}, {"eval-reduce", "ordered"},
+      {"drop-probability", "0"}, {"loss-recovery", "ack"}, {"eval-reduce", "ordered"},
       {"precision", "fp32"}, {"staleness", "0"}, {"threads", std::to_string(d.threads_value())}};
   CHECK(shown == want);
   CHECK(d.compressor_spec() == "top-k:0.01");
@@ -282,6 +291,25 @@ TEST_CASE("run_spec: defaults that depend on other fields", "[train][run_spec]")
   s.algorithm = "choco";
   CHECK(s.schedule_spec() == "undirected-ring");
   CHECK(!s.final_eta_value());
+  CHECK(s.consensus_step_value() == 0.5);
+  s.algorithm = "choco-push";  // gamma_c from the compressor, against the table written out
+  CHECK(s.schedule_spec() == "time-varying-ring");
+  CHECK(s.consensus_step_value() == 0.3);
+  s.compressor = "top-k:0.005";
+  CHECK(s.consensus_step_value() == 0.1);
+  s.compressor = "top-k:0.05";
+  CHECK(s.consensus_step_value() == 0.5);
+  s.compressor = "top-k:1000";
+  CHECK(s.consensus_step_value() == 0.3);
+  s.compressor = "top-k:0.1";
+  CHECK(s.consensus_step_value() == 1.0);
+  s.compressor = "top-k:0.3+int8";
+  CHECK(s.consensus_step_value() == 1.0);
+  s.compressor = "identity+bf16";
+  CHECK(s.consensus_step_value() == 1.0);
+  s.compressor = "sign";
+  CHECK(s.consensus_step_value() == 0.2);
+  s.compressor.reset();
   s.algorithm = "sgp";
   CHECK(s.compressor_spec() == "identity");
   CHECK(s.eta_value() == 1.0);

@@ -56,6 +56,23 @@ struct backend {
       return loss;
     };
     h.direction = [this](std::uint32_t i) { return std::span<double>(velocity[i - first]); };
+    // step split in two, for gradient tracking: the gradient, then the momentum on any vector
+    h.gradient = [](std::size_t, std::uint32_t i, std::uint32_t, std::span<const double> x, std::span<double> g) {
+      double loss = 0.0;
+      for (std::size_t l = 0; l < dim; ++l) {
+        g[l] = x[l] - target(i, l);
+        loss += 0.5 * g[l] * g[l];
+      }
+      return loss;
+    };
+    h.direction_from = [this](std::size_t, std::uint32_t i, std::span<const double> g, std::span<const double>,
+                              std::span<double> dir) {
+      auto& v = velocity[i - first];
+      for (std::size_t l = 0; l < dim; ++l) {
+        v[l] = 0.5 * v[l] + g[l];
+        dir[l] = v[l];
+      }
+    };
     h.accuracy = [this](std::size_t, std::span<const double> m, bool) { return score(m, n); };
     h.save = [this](sp::checkpoint_writer& w) {
       for (const auto& v : velocity) w.values(v);

@@ -41,6 +41,8 @@
 #include "algorithm/final_rounds.hpp"
 #include "algorithm/sparse_push.hpp"
 #include "algorithm/choco.hpp"
+#include "algorithm/choco_push.hpp"
+#include "algorithm/tracking.hpp"
 #include "algorithm/centralized.hpp"
 #include "algorithm/report.hpp"
 #include "data/partition.hpp"

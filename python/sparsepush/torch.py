@@ -199,7 +199,7 @@ class _TorchFrames:
 
 class GossipOptimizer(torch.optim.Optimizer):
     """Wraps a torch optimizer: its step, then a round of Sparse-Push (or SCSP, SGP, D-PSGD,
-    DeepSqueeze, CHOCO-SGD, centralized) with this node's peers.
+    DeepSqueeze, CHOCO-SGD, CHOCO-Push, centralized) with this node's peers.
 
     GossipOptimizer(optimizer, *, network=None, node=None, model=None, **options)
 

@@ -2,7 +2,8 @@
 //   mpi_check bits ALGORITHM NODES   the nodes of this run spread over the ranks give, bit for bit,
 //                                    the models and byte counts of the same run in one process
 //                                    and every node's bytes, messages and lost envelopes
-//                                    (ALGORITHM: sp-int8, scsp, sgp, choco, or sp-lossy: SP with
+//                                    (ALGORITHM: sp-int8, scsp, sgp, choco, choco-push (on the random
+//                                    directed schedule, one message per link), or sp-lossy: SP with
 //                                    30% injected loss and acknowledged recovery; both runs lose
 //                                    the same envelopes)
 //   mpi_check bits ALGORITHM NODES POLICY   the same over a network in the deferred mode
@@ -71,6 +72,7 @@ const sp::gradient_oracle<double> oracle = [](std::uint32_t i, std::uint32_t t, 
 };
 
 std::string schedule_of(const std::string& alg) {
+  if (alg == "choco-push") return "random:2";
   return alg == "choco" ? "undirected-ring" : alg == "sp-lossy" ? "exponential" : "time-varying-ring";
 }
 double drop_of(const std::string& alg) { return alg == "sp-lossy" ? 0.3 : 0.0; }
@@ -89,6 +91,13 @@ std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec
   std::vector<vec> x0;
   for (std::uint32_t i = 0; i < net.local_nodes(); ++i) x0.push_back(initial(net.first_node() + i));
   const auto sched = sp::parse_schedule(schedule_of(alg), n);
+  if (alg == "choco-push") {
+    sp::choco_push<double, sp::any_compressor, sp::any_schedule, Net> a(
+        x0, sched, net, {.consensus_step = 0.4, .compressor = sp::parse_compressor("top-k:0.1+int8"), .seed = 3});
+    for (std::uint32_t t = 0; t < rounds; ++t) a.round(t, oracle, 0.05);
+    for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
+    return a.bytes_sent();
+  }
   if (alg == "choco") {
     sp::choco<double, sp::any_compressor, sp::any_schedule, Net> a(
         x0, sched, net, {.consensus_step = 0.3, .compressor = sp::parse_compressor("top-k:0.1"), .seed = 3});

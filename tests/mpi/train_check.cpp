@@ -4,7 +4,7 @@
 //                                 single_process over a loopback; the metrics (node accuracies,
 //                                 averaged model, divergence), bytes, messages, dropped envelopes
 //                                 and weight mass of the two runs must be the same bits, on
-//                                 every rank (ALGORITHM: sp, scsp, choco, sp-lossy). Both runs
+//                                 every rank (ALGORITHM: sp, scsp, choco, choco-push, sp-lossy). Both runs
 //                                 checkpoint every 4 rounds and evaluate every 6: over more
 //                                 than one rank the mean loss is known (gathered) at those
 //                                 rounds only, and then it is the one-process run's bits; a run
@@ -51,6 +51,12 @@ sp::train_result train(const std::string& alg, std::size_t n, const std::string&
   cb.progress = [&log](const sp::round_status& st) { log.push_back(st); };
   sp::trainer<double, G> tr(group, s, o, be.hooks(), cb);
   using net_t = std::conditional_t<sizeof...(Net) == 0, sp::loopback_network, std::remove_reference_t<decltype((net, ...))>>;
+  if (alg == "choco-push") {
+    sp::choco_push<double, sp::any_compressor, sp::any_schedule, net_t> a(
+        std::move(x0), sp::parse_schedule("random:1", n, 4), net...,
+        {.consensus_step = 0.4, .compressor = sp::parse_compressor("top-k:0.2"), .threads = 2, .seed = 5});
+    return tr.run(a);
+  }
   if (alg == "choco") {
     sp::choco<double, sp::any_compressor, sp::any_schedule, net_t> a(
         std::move(x0), sp::parse_schedule("undirected-ring", n), net...,
@@ -77,7 +83,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int rc = 0;
   try {
-    if (argc != 3) throw sp::config_error("usage: train_check sp|scsp|choco|sp-lossy NODES");
+    if (argc != 3) throw sp::config_error("usage: train_check sp|scsp|choco|choco-push|sp-lossy NODES");
     const std::string alg = argv[1];
     const std::size_t n = std::stoul(argv[2]);
     // the reference's checkpoints are this rank's own; the MPI run's are shared by every rank

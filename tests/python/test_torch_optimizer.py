@@ -124,6 +124,7 @@ def train_nodes(net, n, steps, options, states=None, start=0, finish=False, sche
     {"algorithm": "scsp", "compressor": "top-k:0.1", "eta": 0.3},
     {"algorithm": "sp", "compressor": "top-k:0.1", "eta": 0.3, "staleness": "2"},
     {"algorithm": "choco", "compressor": "top-k:0.2"},
+    {"algorithm": "choco-push", "compressor": "top-k:0.2", "schedule": "random:1"},  # a reference per link
 ])
 def test_state_dict_round_trip_continues_bit_for_bit(options):
     n = 3
@@ -197,6 +198,9 @@ def test_refusals_name_what_was_wrong():
     expect(sparsepush.ConfigError, "symmetric",
            lambda: spt.GossipOptimizer(sgd(make().parameters()), network=spt.Loopback(4), node=0, algorithm="dpsgd",
                                        schedule="directed-ring"))
+    expect(sparsepush.ConfigError, "does not track gradients in this version",
+           lambda: spt.GossipOptimizer(sgd(make().parameters()), network=spt.Loopback(2), node=0, algorithm="sgp",
+                                       tracking=True))
     # the network and the node
     expect(sparsepush.ConfigError, r"node= in \[0, 2\), got 2",
            lambda: spt.GossipOptimizer(sgd(make().parameters()), network=net, node=2))

@@ -194,7 +194,8 @@ def test_run_options_lists_every_keyword_with_help_and_default():
     e = opts["eval_samples"]
     assert e["option"] == "--eval-samples" and e["type"] == "int" and e["default"] == 2000 and e["default_text"] == "2000"
     assert "test images" in e["help"] and e["role"] == "numbers"
-    assert opts["algorithm"]["choices"] == ["sp", "scsp", "sgp", "dpsgd", "deepsqueeze", "choco", "centralized"]
+    assert opts["algorithm"]["choices"] == ["sp", "scsp", "sgp", "dpsgd", "deepsqueeze", "choco", "choco-push",
+                                              "centralized"]
     assert opts["compressor"]["default"] is None and opts["compressor"]["default_text"] == "top-k:0.01"
     assert opts["nesterov"]["type"] == "bool" and opts["nesterov"]["default"] is False
     assert opts["straggler"]["type"] == "list" and opts["lr"]["type"] == "float" and opts["lr"]["default"] == 0.02

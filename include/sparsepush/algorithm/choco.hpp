@@ -5,8 +5,8 @@
 //   s_i += sum_{j in N(i) + {i}} W_ij q_j;  x_i = x_i' + gamma_c (s_i - xp_i).
 // The "per_neighbour" form keeps a copy xh_j of every neighbour's public model instead of s_i
 // (x_i = x_i' + gamma_c (W_ii xp_i + sum_j W_ij xh_j - xp_i)); same iterates, (deg + 2) d memory.
-// One node's state and steps are choco_node.hpp's; this header holds the settings of a run and the
-// nodes of a run on a thread pool over a network.
+// One node's state and steps are choco_node.hpp's, the block of nodes a process runs and its
+// checkpoint node_block.hpp's; this header holds the settings of a run and the round.
 #pragma once
 
 #include <cmath>
@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "../compress/compose.hpp"
-#include "../detail/thread_pool.hpp"
 #include "../gossip/lockstep.hpp"
 #include "../topology/parse.hpp"
 #include "../topology/validate.hpp"
 #include "../transport/loopback.hpp"
 #include "choco_node.hpp"
+#include "node_block.hpp"
 #include "oracle.hpp"
 
 namespace sparsepush {
@@ -34,18 +34,12 @@ inline namespace v0 {
 template <class C>
 struct basic_choco_options {
   double consensus_step = 0.5;             ///< gamma_c in (0, 1]
-  C compressor = default_compressor();     ///< C applied to x_i' - xp_i
+  C compressor = detail::default_compressor<C>();  ///< C applied to x_i' - xp_i
   /// Keep s_i (weighted_sum, less memory) or one copy per in-neighbour; same results.
   choco_form form = choco_form::weighted_sum;
   std::size_t threads = 1;  ///< worker threads for per-node work (results do not depend on it)
   std::uint64_t seed = 0;  ///< keys the compressors' random streams with (node, round)
   loopback_options network{};  ///< settings of the loopback network a single-process run builds
-
- private:
-  static C default_compressor() {
-    if constexpr (std::is_constructible_v<C, identity>) return C(identity{});
-    else return C{};
-  }
 };
 
 /// Settings of a CHOCO-SGD run over the runtime-chosen compressor.
@@ -55,12 +49,13 @@ using choco_options = basic_choco_options<any_compressor>;
 /// process over a loopback of their own; given a network (e.g. MPI), this process runs the block
 /// of nodes the network places here (accessor indices are local: node first_node() + i).
 template <class X, class C = any_compressor, class S = any_schedule, class Net = loopback_network>
-class choco {
+class choco : public node_block<choco_node<algorithm_tensor_t<X>>, S, Net> {
   // first, so that a type that misses a member fails here, with one line naming it
   static_assert(detail::require_algorithm_tensor<algorithm_tensor_t<X>>());
   static_assert(detail::require_compressor<C, tensor_value_t<algorithm_tensor_t<X>>>());
   static_assert(detail::require_schedule<S>());
   static_assert(detail::require_network<Net>());
+  using block = node_block<choco_node<algorithm_tensor_t<X>>, S, Net>;
 
  public:
   /// The model's tensor type (X, or std::vector<X> for an element type X).
@@ -73,42 +68,33 @@ class choco {
   /// All nodes in this process, over a loopback network of its own.
   choco(std::vector<tensor_type> x0, S sched, options_type opt = {})
     requires std::is_same_v<Net, loopback_network>
-      : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), ws_(pool_.size()),
-        own_net_(std::make_unique<loopback_network>(x0.size(), for_lockstep(opt_.network))), net_(own_net_.get()) {
+      : block(std::move(sched), opt.threads, x0.size(), for_lockstep(opt.network)), opt_(std::move(opt)) {
     init(std::move(x0), 0);
   }
 
   /// The nodes that `net` places in this process (x0: their initial models, in order).
   choco(std::vector<tensor_type> x0, S sched, Net& net, options_type opt = {})
-      : sched_(std::move(sched)), opt_(std::move(opt)), pool_(opt_.threads), ws_(pool_.size()), net_(&net) {
-    if (x0.size() != net.local_nodes())
-      throw config_error("the network places " + std::to_string(net.local_nodes()) + " nodes here but " +
-                         std::to_string(x0.size()) + " models were given");
+      : block(std::move(sched), opt.threads, net, x0.size()), opt_(std::move(opt)) {
     init(std::move(x0), net.first_node());
   }
 
  private:
+  using block::d_;
+  using block::first_;
+  using block::net_;
+  using block::nodes_;
+  using block::pool_;
+  using block::sched_;
+  using block::ws_;
+
   void init(std::vector<tensor_type> x0, std::uint32_t first) {
-    first_ = first;
-    const std::size_t n = net_->num_nodes();
-    if (sched_.num_nodes() != n)
-      throw schedule_error("schedule has " + std::to_string(sched_.num_nodes()) + " nodes but " +
-                           std::to_string(n) + " models were given");
-    validate_schedule(sched_);
+    this->check_block(x0, first,
+                      "CHOCO-SGD needs every message delivered (each node keeps copies of its neighbours' public models, "
+                      "which a lost message would corrupt): run it on a network without loss");
     if (sched_.period() != 1) throw schedule_error("CHOCO-SGD needs a static schedule (period 1)");
-    if constexpr (requires { net_->loss().active(); })
-      if (net_->loss().active())
-        throw config_error("CHOCO-SGD needs every message delivered (each node keeps copies of its neighbours' "
-                           "public models, which a lost message would corrupt): run it on a network without loss");
-    d_ = as_const_span(x0[0]).size();
+    const std::size_t n = net_->num_nodes();
     std::vector<std::vector<out_edge>> cols(n);
     for (std::uint32_t j = 0; j < n; ++j) sched_.out_edges(0, j, cols[j]);
-    for (std::size_t j = 0; j < x0.size(); ++j) {
-      const std::size_t dj = as_const_span(x0[j]).size();
-      if (dj != d_)
-        throw size_error("node " + std::to_string(first + j) + " has " + std::to_string(dj) +
-                         " parameters, node " + std::to_string(first) + " has " + std::to_string(d_));
-    }
     // symmetric: W_ij == W_ji for every edge, so a sender's column is its receivers' row
     for (std::uint32_t j = 0; j < n; ++j)
       for (const auto& e : cols[j]) {
@@ -157,84 +143,23 @@ class choco {
   }
 
   /// Checkpoint this process's nodes and its network's byte ledger (section "CHCO").
-  void save(checkpoint_writer& w) const {
-    w.section("CHCO");
-    w.u32(first_);
-    w.u64(nodes_.size());
-    for (const auto& nd : nodes_) nd.save(w);
-    net_->save(w);
-  }
+  void save(checkpoint_writer& w) const { this->save_block(w, "CHCO"); }
   /// Restore what save() wrote: every node and the ledger, or nothing (checkpoint_error).
-  void restore(checkpoint_reader& r) {
-    r.section("CHCO");
-    const auto first = r.u32("first node");
-    const auto count = r.u64("node count");
-    if (first != first_ || count != nodes_.size())
-      r.fail("holds CHOCO nodes [" + std::to_string(first) + ", " + std::to_string(first + count) +
-             "), this process runs [" + std::to_string(first_) + ", " + std::to_string(first_ + nodes_.size()) + ")");
-    std::vector<typename choco_node<tensor_type>::saved_state> st;
-    for (const auto& nd : nodes_) st.push_back(nd.read_state(r));
-    auto ledger = net_->read_ledger(r);
-    for (std::size_t i = 0; i < nodes_.size(); ++i) nodes_[i].restore(st[i]);
-    net_->restore_ledger(std::move(ledger));
-  }
+  void restore(checkpoint_reader& r) { this->restore_block(r, "CHCO", "CHOCO"); }
 
   /// Every CHOCO round trains.
   bool trains(std::uint32_t) const noexcept { return true; }
-  /// Run f(i, w) for every node this process runs on the algorithm's threads (w in [0, workers())
-  /// names the thread: one scratch buffer per thread is enough).
-  template <class F>
-    requires std::invocable<F&, std::size_t, std::size_t>
-  void for_each_node(F&& f) {
-    pool_.parallel_for_worker(nodes_.size(), f);
-  }
-  /// The number of threads for_each_node() runs on.
-  std::size_t workers() const noexcept { return pool_.size(); }
-
-  /// Nodes run by this process; accessor indices are local (node first_node() + i).
-  std::size_t num_nodes() const noexcept { return nodes_.size(); }
-  /// The schedule's index of local node 0.
-  std::uint32_t first_node() const noexcept { return first_; }
-  /// The number of nodes of the whole run (every process).
-  std::size_t total_nodes() const noexcept { return net_->num_nodes(); }
-  /// The number of elements d of the model.
-  std::size_t dim() const noexcept { return d_; }
   /// Node i's model x_i, as the tensor type.
   tensor_type model(std::size_t i) const { return nodes_.at(i).tensor(); }
   /// Node i's model x_i into out.
   void model(std::size_t i, std::span<T> out) const {
     detail::copy_model<T>(nodes_.at(i).x(), out);
   }
-  /// Local node i (std::out_of_range for i >= num_nodes()).
-  const choco_node<tensor_type>& node(std::size_t i) const { return nodes_.at(i); }
-  /// The network the nodes send over.
-  const Net& network() const noexcept { return *net_; }
-  /// Bytes sent by the nodes of this process.
-  std::size_t bytes_sent() const noexcept { return net_->total_bytes(); }
-  /// Envelopes sent by the nodes of this process.
-  std::size_t messages_sent() const noexcept { return net_->total_messages(); }
-  /// What the messages sent would cost as fp32 vectors: 4 d bytes each.
-  std::size_t full_precision_bytes() const noexcept { return 4 * dim() * net_->total_messages(); }
-  /// Bytes of state per node: x, xp, and s or the neighbour copies, plus message and scratch,
-  /// plus its share of the compressor workspaces lent to the nodes (one per thread).
-  std::size_t state_bytes(std::size_t i) const {
-    std::size_t lent = 0;
-    for (const auto& w : ws_) lent += w.capacity_bytes();
-    return nodes_.at(i).state_bytes() + lent / nodes_.size();
-  }
 
  private:
-  S sched_;
   options_type opt_;
-  detail::thread_pool pool_;
-  std::vector<compress_workspace<T>> ws_;  ///< one per pool thread, lent to the nodes it runs
-  std::unique_ptr<loopback_network> own_net_;
-  Net* net_ = nullptr;
-  std::uint32_t first_ = 0;
-  std::vector<choco_node<tensor_type>> nodes_;
   std::vector<std::vector<T>> g_;  ///< g_i per node (oracle rounds only)
   std::vector<std::span<const T>> views_;
-  std::size_t d_ = 0;
 };
 
 }  // namespace v0

@@ -350,5 +350,26 @@ inline std::string settings_spec(std::string_view spec) {
   return out;
 }
 
+/// Why compressor c does not shrink what it leaves out, or an empty text when it does: QSGD and
+/// unbiased random-k scale their values up to stay unbiased, so the error of a message can exceed
+/// the vector it compresses (QSGD's variance is about min(d / s^2, sqrt(d) / s) times the vector's
+/// squared norm). CHOCO-Push's references take such errors in whole and diverge.
+inline std::string not_contracting(const any_compressor& c) {
+  std::string why;
+  std::visit(
+      [&](const auto& x) {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, qsgd>) why = "QSGD is unbiased, not a contraction: its error exceeds the vector";
+        else {
+          if constexpr (requires { x.unbiased; })
+            if (x.unbiased) why = "unbiased random-k scales its values by d / k: its error exceeds the vector";
+          if constexpr (requires { x.values.encoding; })
+            if (x.values.encoding == value_encoding::qsgd) why = "+qsgd values are unbiased, not a contraction";
+        }
+      },
+      c.get());
+  return why;
+}
+
 }  // namespace v0
 }  // namespace sparsepush

@@ -40,6 +40,9 @@ class gossip_run {
              [[maybe_unused]] Net* net = nullptr)
       : spec_(s), fingerprint_(s.fingerprint(x0.empty() ? 0 : x0[0].size()).text()) {
     if (x0.empty()) throw config_error("a gossip run needs at least one node's model");
+    if (s.tracking)  // the tracker needs the gradient apart from the optimizer's step, which the caller owns
+      throw config_error("tracking: a gossip run stepped by the caller's optimizer does not track gradients in this "
+                         "version (sparsepush-train and sparsepush.train() do)");
     for (std::size_t k = 1; k < x0.size(); ++k)
       if (x0[k].size() != x0[0].size())
         throw size_error("node " + std::to_string(k) + "'s model has " + std::to_string(x0[k].size()) +
@@ -122,6 +125,7 @@ class gossip_run {
   double weight(std::size_t k) const {
     return std::visit([&](const auto& a) -> double {
       if constexpr (requires { a->group().node(k).u(); }) return a->group().node(k).u();
+      else if constexpr (requires { a->node(k).u(); }) return a->node(k).u();
       else return 1.0;
     }, alg_);
   }

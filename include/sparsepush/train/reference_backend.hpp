@@ -150,6 +150,14 @@ class reference_backend {
     b.direction = [this](std::uint32_t i) {
       return s_.nesterov ? std::span<float>(nesterov_dirs_[i - first_]) : std::span<float>(velocity_[i - first_]);
     };
+    b.gradient = [this](std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> g) {
+      const auto t0 = run_clock::now();
+      const double loss = gradient(w, i, t, model, g);
+      slow_down(i, t, t0);
+      return loss;
+    };
+    b.direction_from = [this](std::size_t, std::uint32_t i, std::span<const float> g, std::span<const float> model,
+                              std::span<float> dir) { opt_.direction(g, model, velocity_[i - first_], dir); };
     b.accuracy = [this](std::size_t w, std::span<const float> m, bool final) {
       const std::size_t total = fm_->test.count;
       const std::size_t samples = final ? (s_.final_eval_samples ? std::min(s_.final_eval_samples, total) : total)
@@ -196,24 +204,36 @@ class reference_backend {
 
   double step(std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> dir) {
     const auto t0 = run_clock::now();
-    const std::size_t batch = s_.batch;
     scratch& sc = work_.at(w);  // this worker's buffers, sized at first use
-    sc.grad.resize(d_), sc.images.resize(batch * in_), sc.labels.resize(batch);
+    sc.grad.resize(d_);
+    const double loss = gradient(w, i, t, model, sc.grad);
+    opt_.direction(sc.grad, model, velocity_[i - first_], dir);
+    slow_down(i, t, t0);
+    return loss;
+  }
+
+  /// Node i's minibatch gradient of local step t at model into grad; returns the loss.
+  double gradient(std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> grad) {
+    const std::size_t batch = s_.batch;
+    scratch& sc = work_.at(w);
+    sc.images.resize(batch * in_), sc.labels.resize(batch);
     shards_[i].next_batch(batch, sc.batch);
     for (std::size_t b = 0; b < batch; ++b) {
       std::copy_n(fm_->train.pixels.data() + std::size_t{sc.batch[b]} * in_, in_, sc.images.data() + b * in_);
       sc.labels[b] = fm_->train.labels[sc.batch[b]];
     }
-    const double loss = net_->loss_and_grad(model, sc.images.data(), sc.labels.data(), batch, sc.grad, sc.ws,
-                                            nn::quantization{bits_, s_.seed, i, t});  // bits 0: full precision
-    opt_.direction(sc.grad, model, velocity_[i - first_], dir);
-    // a straggler (and --jitter): the step takes factor x its compute time, on the calling thread
+    return net_->loss_and_grad(model, sc.images.data(), sc.labels.data(), batch, grad, sc.ws,
+                               nn::quantization{bits_, s_.seed, i, t});  // bits 0: full precision
+  }
+
+  /// A straggler (and --jitter): node i's step of local step t, begun at t0, takes factor x its
+  /// compute time, on the calling thread.
+  void slow_down(std::uint32_t i, std::uint32_t t, run_clock::time_point t0) const {
     const double factor = slowdown_[i] * (s_.jitter > 1 ? 1 + (s_.jitter - 1) * jitter_draw(s_.seed, i, t) : 1.0);
     if (factor > 1) {
       const std::chrono::duration<double> took = run_clock::now() - t0;  // simulated under SMPI
       detail::pause_for(std::chrono::duration_cast<std::chrono::nanoseconds>(took * (factor - 1)));
     }
-    return loss;
   }
 
   std::function<void()> restore(checkpoint_reader& r) {

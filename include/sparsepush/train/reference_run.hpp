@@ -104,7 +104,9 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
       {"nodes", n},
       {"schedule", graph ? summary_value(s.schedule_spec()) : none},  // centralized: no graph, no messages
       {"compressor", graph ? summary_value(s.compressor_spec()) : none},
-      {"eta", graph ? summary_value(s.eta_value()) : none},
+      {"eta", graph && s.info().eta ? summary_value(s.eta_value()) : none},
+      {"consensus_step", s.info().consensus_step ? summary_value(s.consensus_step_value()) : none},
+      {"tracking", s.info().tracking ? summary_value(s.tracking) : none},
       {"final_rounds", p.final_rounds},
       {"final_rounds_setting", scsp ? summary_value(s.final_rounds_spec()) : none},
       {"final_compressor", scsp ? summary_value(s.final_compressor_spec()) : none},
@@ -201,14 +203,17 @@ inline std::string reference_header(const run_spec& s, const reference_plan& p, 
             (st.first == st.last ? "node " + std::to_string(st.first)
                                  : "nodes " + std::to_string(st.first) + "-" + std::to_string(st.last)) +
             " x" + detail::shown_value(st.factor);
-  std::string out = detail::format("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, eta %g, model %s (%zu "
+  const std::string mixing = s.info().eta ? detail::format("eta %g", s.eta_value())
+                                           : detail::format("consensus step %g", s.consensus_step_value());
+  std::string out = detail::format("sparsepush-train: %s on %zu nodes, schedule %s, compressor %s, %s, model %s (%zu "
                                    "parameters), %s %g, %u rounds (%.2f epochs) of batch %zu",
                                    s.algorithm.c_str(), s.nodes, s.schedule_spec().c_str(), s.compressor_spec().c_str(),
-                                   s.eta_value(), s.model.c_str(), d, s.dirichlet ? "dirichlet" : "skew",
+                                   mixing.c_str(), s.model.c_str(), d, s.dirichlet ? "dirichlet" : "skew",
                                    s.dirichlet ? *s.dirichlet : s.skew_value(), p.rounds(), epochs, s.batch) +
                     (s.local_steps > 1 ? detail::format(", %u local steps a round", s.local_steps) : std::string()) +
                     (s.outer_step() ? detail::format(", outer step lr %g momentum %g", s.outer_lr_value(),
                                                      s.outer_momentum_value()) : std::string()) +
+                    (s.tracking ? std::string(", gradient tracking") : std::string()) +
                     (s.target_accuracy ? detail::format("; until %.4g%% node-mean accuracy", 100 * *s.target_accuracy)
                                        : std::string()) +
                     policy + slow + "\n";
@@ -264,7 +269,9 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   const std::uint32_t rounds = p.rounds(), train_rounds = p.train_rounds;
   auto say = [&](const std::string& t) { if (io.out) io.out(t); };
   auto warn = [&](const std::string& t) { if (io.err) io.err(t); };
-  const double eta = s.eta_value();
+  // the consensus step a diverging run should lower: CHOCO's and CHOCO-Push's gamma_c, or eta
+  const std::string knob = s.info().consensus_step ? "--consensus-step (now " + run_settings::exact(s.consensus_step_value())
+                                                   : "--eta (now " + run_settings::exact(s.eta_value());
   const nn::lr_schedule lr = reference_lr(s);
   reference_backend backend(s, p, fm, model, first, local);
 
@@ -274,7 +281,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   trainer_callbacks cb;
   cb.guard = [&](const round_status& st) -> std::optional<std::string> {
     auto why = default_divergence_guard(st);
-    if (why) *why += ": lower --eta (now " + run_settings::exact(eta) + ") or --lr (now " + run_settings::exact(s.lr) + ")";
+    if (why) *why += ": lower " + knob + ") or --lr (now " + run_settings::exact(s.lr) + ")";
     return why;
   };
   cb.progress = [&](const round_status& st) {
@@ -311,7 +318,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   std::vector<std::vector<float>> x0(local, std::vector<float>(d));
   model.init(x0[0], s.seed);
   std::fill(x0.begin() + 1, x0.end(), x0[0]);
-  run_layout layout{.train_rounds = train_rounds, .final_rounds = p.final_rounds, .layer_offsets = {}};
+  run_layout layout{.train_rounds = train_rounds, .final_rounds = p.final_rounds, .layer_offsets = {}, .common_start = true};
   for (std::size_t l = 0; l < model.layers().size(); ++l) layout.layer_offsets.push_back(model.param_offset(l));
   auto alg = make_run_algorithm<Net>(s, std::move(x0), layout, net);
   outcome.result = std::visit([&](auto& a) { return tr.run(*a); }, alg);

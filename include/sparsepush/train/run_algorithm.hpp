@@ -1,5 +1,5 @@
 // sparsepush/train/run_algorithm.hpp: the algorithm a run_spec names, built for this process's
-// nodes: centralized all-reduce, CHOCO-SGD, or Sparse-Push with the spec's phases (SP, SCSP, SGP,
+// nodes: centralized all-reduce, CHOCO-SGD, CHOCO-Push, or Sparse-Push with the spec's phases (SP, SCSP, SGP,
 // D-PSGD, DeepSqueeze), its compressor (top-K per layer with --per-layer), consensus steps,
 // message loss, loss recovery and waiting policy, over its own loopback network or one the caller
 // gives (MPI, an exchange_network). run_reference() trains it with the trainer; gossip_run.hpp
@@ -14,8 +14,10 @@
 
 #include "../algorithm/centralized.hpp"
 #include "../algorithm/choco.hpp"
+#include "../algorithm/choco_push.hpp"
 #include "../algorithm/phases.hpp"
 #include "../algorithm/sparse_push.hpp"
+#include "../algorithm/tracking.hpp"
 #include "run_spec.hpp"
 
 namespace sparsepush {
@@ -29,7 +31,10 @@ using run_network_t = std::conditional_t<std::is_void_v<Net>, loopback_network, 
 template <class Net = void>
 using run_algorithm = std::variant<std::unique_ptr<centralized<float>>,
                                    std::unique_ptr<choco<float, any_compressor, any_schedule, run_network_t<Net>>>,
-                                   std::unique_ptr<sparse_push<float, any_compressor, any_schedule, run_network_t<Net>>>>;
+                                   std::unique_ptr<choco_push<float, any_compressor, any_schedule, run_network_t<Net>>>,
+                                   std::unique_ptr<sparse_push<float, any_compressor, any_schedule, run_network_t<Net>>>,
+                                   std::unique_ptr<tracking<choco_push<float, any_compressor, any_schedule, loopback_network>>>,
+                                   std::unique_ptr<tracking<sparse_push<float, any_compressor, any_schedule, loopback_network>>>>;
 
 /// What an algorithm needs besides the spec.
 struct run_layout {
@@ -40,6 +45,9 @@ struct run_layout {
   /// Where each layer's parameters start in the flat model (ascending; --per-layer cuts top-K
   /// there). Offsets at or past the model's end are ignored; 0 is added when missing.
   std::vector<std::size_t> layer_offsets;
+  /// Every node of the run starts from the same model (sparsepush-train's do; a torch rank's may
+  /// not): CHOCO-Push's link references then start there (choco_push_options::common_start).
+  bool common_start = false;
 };
 
 /// The per-layer top-K of `c` (a top_k: validate() refuses --per-layer with any other
@@ -55,6 +63,16 @@ inline any_compressor per_layer_compressor(const any_compressor& c, std::span<co
   return per;
 }
 
+/// Gradient tracking around algorithm A over its own loopback (validate() refuses --tracking over
+/// MPI): A built from x0 and, for the trackers, from zero models, both with `args`.
+template <class A, class... Args>
+std::unique_ptr<tracking<A>> make_tracking(std::vector<std::vector<float>> x0, const Args&... args) {
+  std::vector<std::vector<float>> zeros(x0.size(), std::vector<float>(x0.empty() ? 0 : x0[0].size(), 0.0f));
+  auto x = std::make_unique<A>(std::move(x0), args...);
+  auto y = std::make_unique<A>(std::move(zeros), args...);
+  return std::make_unique<tracking<A>>(std::move(x), std::move(y));
+}
+
 /// The algorithm of a validated spec for the nodes whose initial models are x0: every node of the
 /// run over its own loopback (net null, Net void, or an in-process-only algorithm), or the nodes
 /// that `net` places in this process (the network must outlive the algorithm).
@@ -67,6 +85,16 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
   if (!a.graph) return std::make_unique<centralized<float>>(std::move(x0[0]), s.nodes, s.threads_value());
   const auto sched = parse_schedule(s.schedule_spec(), s.nodes, s.seed);
   any_compressor comp = parse_compressor(s.compressor_spec());
+  if (a.kind == algorithm_kind::choco_push) {
+    if (s.per_layer) comp = per_layer_compressor(comp, layout.layer_offsets, x0[0].size());
+    const choco_push_options co{.consensus_step = s.consensus_step_value(), .compressor = comp,
+                                .threads = s.threads_value(), .seed = s.seed, .common_start = layout.common_start};
+    using choco_push_t = choco_push<float, any_compressor, any_schedule, net_t>;
+    if (s.tracking && net) throw config_error("--tracking runs in one process in this version (--transport inprocess)");
+  if (s.tracking) return make_tracking<choco_push<float, any_compressor, any_schedule, loopback_network>>(std::move(x0), sched, co);
+    if constexpr (std::is_void_v<Net>) return std::make_unique<choco_push_t>(std::move(x0), sched, co);
+    else return std::make_unique<choco_push_t>(std::move(x0), sched, *net, co);
+  }
   if (a.keeps_neighbour_copies) {
     const choco_options co{.consensus_step = s.consensus_step_value(), .compressor = comp, .threads = s.threads_value(),
                            .seed = s.seed};
@@ -89,6 +117,7 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
                                .recovery = s.loss_recovery_mode(),
                                .policy = s.policy()};
   using sp_t = sparse_push<float, any_compressor, any_schedule, net_t>;
+  if (s.tracking) return make_tracking<sparse_push<float, any_compressor, any_schedule, loopback_network>>(std::move(x0), sched, phases, so);
   if constexpr (std::is_void_v<Net>) return std::make_unique<sp_t>(std::move(x0), sched, phases, so);
   else return std::make_unique<sp_t>(std::move(x0), sched, phases, *net, so);
 }

@@ -30,33 +30,38 @@ struct choice_name {
 };
 
 /// The algorithms a run can use.
-enum class algorithm_kind { sp, scsp, sgp, dpsgd, deepsqueeze, choco, centralized };
+enum class algorithm_kind { sp, scsp, sgp, dpsgd, deepsqueeze, choco, choco_push, centralized };
 
 /// What an algorithm of a run is, as the rules ask it (never by comparing names elsewhere).
 struct algorithm_info {
   algorithm_kind kind = algorithm_kind::sp;  ///< which algorithm
-  std::string_view name;  ///< the --algorithm value: sp, scsp, sgp, dpsgd, deepsqueeze, choco or centralized
+  std::string_view name;  ///< the --algorithm value: sp, scsp, sgp, dpsgd, deepsqueeze, choco, choco-push or centralized
   bool graph = true;         ///< it sends messages over a schedule (false: centralized, no waiting policy)
   bool symmetric = false;    ///< it needs a symmetric, doubly stochastic schedule
   bool compresses = true;    ///< it takes a compressor (false: whole models, identity)
-  /// its nodes keep copies of their neighbours' models (CHOCO): every message must arrive, in
-  /// order, so lockstep rounds only and no message loss
+  /// its nodes keep state their neighbours hold too (CHOCO's copies of their models, CHOCO-Push's
+  /// link references): every message must arrive, in order, so lockstep rounds only and no loss
   bool keeps_neighbour_copies = false;
   bool consensus_step = false;  ///< it has CHOCO's gamma_c
+  bool eta = true;              ///< it takes SP's consensus step --eta (CHOCO-Push mixes with gamma_c only)
   bool per_layer = true;        ///< it takes per-layer top-K
   bool final_rounds = false;    ///< it ends with SCSP's uncompressed gossip rounds
   bool inprocess_only = false;  ///< it runs in one process only
+  bool tracking = false;        ///< it can track gradients (--tracking: a second instance carries y)
+  bool contracting = false;     ///< its compressor must shrink what it leaves out (no QSGD: not_contracting)
 };
 
 /// The algorithms a run can use, in the order --help lists them: the algorithm's name table.
 inline constexpr algorithm_info run_algorithms[] = {
-    {.kind = algorithm_kind::sp, .name = "sp"},
+    {.kind = algorithm_kind::sp, .name = "sp", .tracking = true},
     {.kind = algorithm_kind::scsp, .name = "scsp", .final_rounds = true},
-    {.kind = algorithm_kind::sgp, .name = "sgp", .compresses = false, .per_layer = false},
+    {.kind = algorithm_kind::sgp, .name = "sgp", .compresses = false, .per_layer = false, .tracking = true},
     {.kind = algorithm_kind::dpsgd, .name = "dpsgd", .symmetric = true, .compresses = false, .per_layer = false},
     {.kind = algorithm_kind::deepsqueeze, .name = "deepsqueeze", .symmetric = true},
     {.kind = algorithm_kind::choco, .name = "choco", .symmetric = true, .keeps_neighbour_copies = true,
      .consensus_step = true, .per_layer = false},
+    {.kind = algorithm_kind::choco_push, .name = "choco-push", .keeps_neighbour_copies = true, .consensus_step = true,
+     .eta = false, .tracking = true, .contracting = true},
     {.kind = algorithm_kind::centralized, .name = "centralized", .graph = false, .compresses = false, .per_layer = false,
      .inprocess_only = true},
 };

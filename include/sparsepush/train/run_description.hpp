@@ -72,6 +72,7 @@ struct run_spec {
   std::optional<double> outer_lr;          ///< --outer-lr: the outer step's rate gamma_o, 1 (off)
   std::optional<double> outer_momentum;    ///< --outer-momentum: the outer step's Nesterov beta, 0 (off)
   bool per_layer = false;                  ///< --per-layer: top-K per layer
+  bool tracking = false;                   ///< --tracking: gradient tracking (Push-DIGing)
   std::optional<double> consensus_step;    ///< --consensus-step: CHOCO's gamma_c, 0.5
   std::string data = default_fashion_mnist_path;  ///< --data: the Fashion-MNIST directory
   std::optional<double> drop_probability;  ///< --drop-probability: injected loss, 0
@@ -174,9 +175,12 @@ struct run_spec {
                  .omitted_at_default = true}, s.outer_momentum);
     f(field_info{.option = "per-layer", .gossip = true, .help = "top-K per layer (the same fraction of every layer) instead of global"},
       s.per_layer);
-    f(field_info{.option = "consensus-step", .gossip = true, .help = "CHOCO gamma_c in (0, 1]", .lo = 0, .hi = 1, .lo_open = true,
-                 .used = written<&run_spec::consensus_step_value>, .shown = written<&run_spec::consensus_step_value>},
-      s.consensus_step);
+    f(field_info{.option = "consensus-step", .gossip = true, .help = "gamma_c in (0, 1] of choco (default 0.5) and "
+                 "choco-push (default from the compressor: 0.3 at top-1%, 1 at top-10% and for identity)", .lo = 0, .hi = 1, .lo_open = true,
+                 .used = written<&run_spec::consensus_step_value>}, s.consensus_step);
+    f(field_info{.option = "tracking", .gossip = true, .help = "gradient tracking (Push-DIGing): each node steps along a tracker "
+                 "of the average gradient, sent and mixed as the model is (a second message per link)",
+                 .omitted_at_default = true}, s.tracking);
     f(field_info{.option = "data", .help = "directory with the Fashion-MNIST .gz files"}, s.data);
     f(field_info{.option = "drop-probability", .gossip = true, .help = "inject message loss: each envelope is lost with this probability in "
                  "[0, 1) (in-process and MPI alike)", .key = "drop", .lo = 0, .hi = 1, .hi_open = true,
@@ -322,8 +326,11 @@ struct run_spec {
   double skew_value() const { return skew.value_or(0.8); }
   /// --dirichlet, or 0 (no Dirichlet partition).
   double dirichlet_value() const { return dirichlet.value_or(0); }
-  /// --consensus-step, or 0.5.
-  double consensus_step_value() const { return consensus_step.value_or(0.5); }
+  /// --consensus-step, or its default: the compressor's for choco-push, 0.5 for choco.
+  double consensus_step_value() const {
+    if (consensus_step) return *consensus_step;
+    return info().kind == algorithm_kind::choco_push ? default_consensus_step(parse_compressor(compressor_spec())) : 0.5;
+  }
   /// --drop-probability, or 0.
   double drop_value() const { return drop_probability.value_or(0); }
   /// --loss-recovery, or acknowledged (ack); config_error for a name not in loss_recoveries.

@@ -110,6 +110,12 @@ inline void check_algorithm(const run_spec& s, std::vector<std::string>& warning
   if (!a.compresses)
     unused("--compressor", s.compressor.has_value(), "sends whole models (the identity compressor); to compress, use "
                                                      "--algorithm " + algorithms_where(&algorithm_info::compresses));
+  if (a.contracting)
+    if (const auto why = not_contracting(parse_compressor(s.compressor_spec())); !why.empty())
+      throw config_error("--compressor " + s.compressor_spec() + ": " + alg + "needs a compressor that shrinks what it "
+                         "leaves out (top-k, threshold, sign, random-k, +int8): " + why);
+  if (a.graph && !a.eta)
+    unused("--eta", s.eta.has_value(), "mixes with its consensus step gamma_c (--consensus-step), not eta");
   if (!a.consensus_step)
     unused("--consensus-step", s.consensus_step.has_value(), "has no consensus step gamma_c (it is CHOCO's: --algorithm " +
                                                                algorithms_where(&algorithm_info::consensus_step) + ")");
@@ -123,11 +129,31 @@ inline void check_algorithm(const run_spec& s, std::vector<std::string>& warning
   }
   if (s.mpi() && a.inprocess_only) throw config_error(alg + "runs in one process only (--transport inprocess)");
   if (s.drop_value() > 0 && a.keeps_neighbour_copies)
-    throw config_error("--drop-probability: " + s.algorithm + " needs every message delivered (its nodes keep copies of "
-                       "their neighbours' models, which a lost message would corrupt)");
+    throw config_error("--drop-probability: " + s.algorithm + " needs every message delivered (its nodes keep state "
+                       "their neighbours hold too, which a lost message would set apart)");
   if (s.drop_value() == 0 && s.loss_recovery)
     warnings.push_back("--loss-recovery acts on lost messages only; with no --drop-probability it changes nothing (the "
                        "summary lists it as null)");
+}
+
+/// validate()'s rules on gradient tracking (--tracking): an algorithm that tracks, one local step a
+/// round, lockstep rounds in one process, every message delivered.
+inline void check_tracking(const run_spec& s) {
+  if (!s.tracking) return;
+  const std::string why = "--tracking: ";
+  if (!s.info().tracking)
+    throw config_error(why + "--algorithm " + s.algorithm + " does not track gradients (--algorithm " +
+                       algorithms_where(&algorithm_info::tracking) + " do)");
+  if (s.mpi())
+    throw config_error(why + "runs in one process in this version (--transport inprocess): over MPI the trackers would "
+                       "need a network of their own");
+  if (s.local_steps > 1 || s.outer_step())
+    throw config_error(why + "takes one local step a round, without an outer step (drop --local-steps, --outer-lr and "
+                       "--outer-momentum)");
+  if (!s.policy().lockstep()) throw config_error(why + "runs lockstep rounds only (drop --overlap or --staleness)");
+  if (s.drop_value() > 0)
+    throw config_error(why + "needs every message delivered: a lost tracker message would take its share of the "
+                       "gradients' sum with it (drop --drop-probability)");
 }
 
 /// validate()'s rules on evaluation, outputs, compressors and SCSP's final rounds (given to
@@ -174,7 +200,7 @@ inline void check_policy(const run_spec& s) {
   if (!p.lockstep() && !a.graph)
     throw config_error(alg + "sends no messages: it has no waiting policy (drop " + policy_option + ")");
   if (!p.lockstep() && a.keeps_neighbour_copies)
-    throw config_error(alg + "runs lockstep rounds only: its nodes keep copies of their neighbours' models, which need "
+    throw config_error(alg + "runs lockstep rounds only: its nodes keep state their neighbours hold too, which needs "
                        "every message in order (drop " + policy_option + ")");
   const bool delays = p.kind == wait_kind::bounded || p.kind == wait_kind::asynchronous;
   if (!s.max_delay) return;
@@ -194,6 +220,7 @@ inline std::vector<std::string> run_spec::validate(int ranks) const {
   std::vector<std::string> warnings;
   detail::check_settings(*this, ranks);
   detail::check_algorithm(*this, warnings);
+  detail::check_tracking(*this);
   detail::check_outputs_and_final_rounds(*this);
   if (checkpoint_every > 0 && !checkpoint && !resume) throw config_error("--checkpoint-every needs --checkpoint DIR");
   if (resume_round > 0 && !resume) throw config_error("--resume-round needs --resume DIR");

@@ -39,6 +39,7 @@
 #include "run_directories.hpp"
 #include "run_statistics.hpp"
 #include "settings.hpp"
+#include "tracked_step.hpp"
 #include "trainer_checkpoint.hpp"
 #include "types.hpp"
 
@@ -343,12 +344,15 @@ class trainer {
     const std::size_t d = alg.dim();
     if (xh_.size() < alg.workers()) xh_.resize(alg.workers());
     const std::uint32_t first = group_->first_node();
-    alg.for_each_node([&](std::size_t li, std::size_t w) {
-      if (xh_[w].size() != d) xh_[w].resize(d);
-      alg.model(li, std::span<T>(xh_[w]));
-      const auto node = static_cast<std::uint32_t>(first + li);
-      losses_.last[li] = be_.step(w, node, t, xh_[w], be_.direction(node));
-    });
+    if constexpr (detail::tracks_gradients<A, T>)
+      detail::tracked_directions<T>(alg, be_, t, first, xh_, losses_.last);
+    else
+      alg.for_each_node([&](std::size_t li, std::size_t w) {
+        if (xh_[w].size() != d) xh_[w].resize(d);
+        alg.model(li, std::span<T>(xh_[w]));
+        const auto node = static_cast<std::uint32_t>(first + li);
+        losses_.last[li] = be_.step(w, node, t, xh_[w], be_.direction(node));
+      });
     views_.clear();
     for (std::size_t li = 0; li < alg.num_nodes(); ++li)
       views_.emplace_back(be_.direction(static_cast<std::uint32_t>(first + li)));

@@ -36,6 +36,17 @@ struct local_training {
   /// Node `node`'s direction buffer (d elements; e.g. its momentum buffer): step writes it, the
   /// round reads it.
   std::function<std::span<T>(std::uint32_t node)> direction;
+  /// Gradient tracking (--tracking) only: step split in two. `gradient` writes node `node`'s
+  /// minibatch gradient of local step `round` at `model` into `grad` and returns the loss;
+  /// `direction_from` turns a vector g (the node's tracker) into the direction p as step's
+  /// optimizer turns a gradient (momentum, weight decay). step must equal the two in turn.
+  std::function<double(std::size_t worker, std::uint32_t node, std::uint32_t round, std::span<const T> model,
+                       std::span<T> grad)>
+      gradient;
+  /// Gradient tracking only: node `node`'s direction from g (its tracker) at `model` (see gradient).
+  std::function<void(std::size_t worker, std::uint32_t node, std::span<const T> g, std::span<const T> model,
+                     std::span<T> direction)>
+      direction_from;
   /// The test accuracy of a model; `final` marks the last evaluation of the run.
   std::function<double(std::size_t worker, std::span<const T> model, bool final)> accuracy;
   /// The test accuracy of node `node`'s model on its share of the periodic evaluations' images

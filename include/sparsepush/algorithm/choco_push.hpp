@@ -1,0 +1,187 @@
+// sparsepush/algorithm/choco_push.hpp: CHOCO-Push (docs/design/algorithms.md, "Nodes that agree"),
+// CHOCO-SGD's compressed differences over push-sum on any column-stochastic schedule, directed and
+// time-varying ones included: each directed link keeps a reference that both its ends hold, a node
+// sends C(x_i' - h[i->r]) on each out-link, and mixes with consensus step gamma_c. One node's
+// state and steps are gossip/choco_push_node.hpp's, the block of nodes a process runs and its
+// checkpoint node_block.hpp's; this header holds the settings of a run and its lockstep round.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../compress/compose.hpp"
+#include "../gossip/choco_push_node.hpp"
+#include "../gossip/lockstep.hpp"
+#include "../topology/parse.hpp"
+#include "../topology/validate.hpp"
+#include "../transport/loopback.hpp"
+#include "node_block.hpp"
+#include "oracle.hpp"
+
+namespace sparsepush {
+inline namespace v0 {
+
+/// Settings of a CHOCO-Push run over compressor type C.
+template <class C>
+struct basic_choco_push_options {
+  double consensus_step = 1.0;             ///< gamma_c in (0, 1]: shrink it with the share a compressor keeps
+  C compressor = detail::default_compressor<C>();  ///< C applied to x_i' - h[i->r]
+  std::size_t threads = 1;  ///< worker threads for per-node work (results do not depend on it)
+  std::uint64_t seed = 0;  ///< keys the compressors' random streams with (node, round, receiver)
+  loopback_options network{};  ///< settings of the loopback network a single-process run builds
+  /// Every node of the run starts from the same model (as sparsepush-train's do): a link's
+  /// reference then starts there, which both its ends know, instead of at 0, so the first messages
+  /// carry the change since the start and not the model. The nodes of this process must then be
+  /// given equal models (config_error otherwise); over MPI every rank must give the same one.
+  bool common_start = false;
+};
+
+/// Settings of a CHOCO-Push run over the runtime-chosen compressor.
+using choco_push_options = basic_choco_push_options<any_compressor>;
+
+/// Nodes running CHOCO-Push: choco_push_node's on a thread pool. By default all n nodes run in
+/// this process over a loopback of their own; given a network (e.g. MPI), this process runs the
+/// block of nodes the network places here (accessor indices are local: node first_node() + i).
+/// Every message must arrive: a network that loses messages is refused (a lost message would
+/// leave the two ends of a link with different references).
+template <class X, class C = any_compressor, class S = any_schedule, class Net = loopback_network>
+class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, Net> {
+  static_assert(detail::require_algorithm_tensor<algorithm_tensor_t<X>>());
+  static_assert(detail::require_compressor<C, tensor_value_t<algorithm_tensor_t<X>>>());
+  static_assert(detail::require_schedule<S>());
+  static_assert(detail::require_network<Net>());
+  using block = node_block<choco_push_node<algorithm_tensor_t<X>>, S, Net>;
+
+ public:
+  /// The model's tensor type (X, or std::vector<X> for an element type X).
+  using tensor_type = algorithm_tensor_t<X>;
+  /// The element type, float or double.
+  using T = tensor_value_t<tensor_type>;
+  /// The settings type.
+  using options_type = basic_choco_push_options<C>;
+  /// One node.
+  using node_type = choco_push_node<tensor_type>;
+
+  /// All nodes in this process, over a loopback network of its own.
+  choco_push(std::vector<tensor_type> x0, S sched, options_type opt = {})
+    requires std::is_same_v<Net, loopback_network>
+      : block(std::move(sched), opt.threads, x0.size(), for_lockstep(opt.network)), opt_(std::move(opt)) {
+    init(std::move(x0), 0);
+  }
+
+  /// The nodes that `net` places in this process (x0: their initial models, in order).
+  choco_push(std::vector<tensor_type> x0, S sched, Net& net, options_type opt = {})
+      : block(std::move(sched), opt.threads, net, x0.size()), opt_(std::move(opt)) {
+    init(std::move(x0), net.first_node());
+  }
+
+ private:
+  using block::d_;
+  using block::first_;
+  using block::net_;
+  using block::nodes_;
+  using block::pool_;
+  using block::sched_;
+  using block::ws_;
+
+  void init(std::vector<tensor_type> x0, std::uint32_t first) {
+    this->check_block(x0, first,
+                      "CHOCO-Push needs every message delivered (both ends of a link keep its reference, which a lost "
+                      "message would set apart): run it on a network without loss");
+    if constexpr (std::is_same_v<C, any_compressor>)
+      if (const auto why = not_contracting(opt_.compressor); !why.empty())
+        throw config_error("CHOCO-Push needs a compressor that shrinks what it leaves out (top-k, threshold, sign, "
+                           "biased random-k, +int8): " + why);
+    std::shared_ptr<const std::vector<T>> start;
+    if (opt_.common_start) {
+      const auto s0 = as_const_span(x0[0]);
+      for (std::size_t j = 1; j < x0.size(); ++j) {
+        const auto sj = as_const_span(x0[j]);
+        if (!std::equal(sj.begin(), sj.end(), s0.begin()))
+          throw config_error("CHOCO-Push with common_start: node " + std::to_string(first + j) + " starts from another model "
+                             "than node " + std::to_string(first) + " (the links' references start at the common model)");
+      }
+      start = std::make_shared<const std::vector<T>>(s0.begin(), s0.end());
+    }
+    nodes_.reserve(x0.size());
+    for (std::size_t j = 0; j < x0.size(); ++j)
+      nodes_.emplace_back(std::move(x0[j]), static_cast<std::uint32_t>(first + j), opt_.consensus_step, opt_.seed, start);
+    cols_.resize(nodes_.size());
+    rows_.resize(nodes_.size());
+  }
+
+ public:
+  /// One round t with learning rate gamma: the oracle gets xh_i (worker w's buffer) and writes p_i
+  /// into a buffer of node i.
+  void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
+    const std::size_t n = nodes_.size();
+    if (g_.size() != n) {
+      g_.assign(n, std::vector<T>(d_));
+      xh_.assign(pool_.size(), std::vector<T>(d_));
+    }
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
+      nodes_[i].debiased(std::span<T>(xh_[w]));
+      oracle(first_ + static_cast<std::uint32_t>(i), t, xh_[w], g_[i]);
+    });
+    views_.assign(g_.begin(), g_.end());
+    round(t, std::span<const std::span<const T>>(views_), gamma);
+  }
+
+  /// One round t with the local directions p_i computed by the caller, one per node this process
+  /// runs (none: a round without local step). Everything is checked before any node changes.
+  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma) {
+    const std::size_t n = nodes_.size();
+    if (!directions.empty() && directions.size() != n)
+      throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
+                       " local directions for " + std::to_string(n) + " nodes");
+    auto dir = [&](std::size_t i) { return directions.empty() ? std::span<const T>() : directions[i]; };
+    const std::size_t total = net_->num_nodes();
+    detail::lockstep_round(
+        pool_, n, [&](std::size_t i) { return net_->endpoint(first_ + static_cast<std::uint32_t>(i)); },
+        [&](std::size_t i, std::size_t) {
+          const auto id = first_ + static_cast<std::uint32_t>(i);
+          sched_.out_edges(t, id, cols_[i]);
+          in_edges_of(sched_, t, id, rows_[i]);
+          nodes_[i].check(t, opt_.compressor, dir(i), gamma, cols_[i], total);
+        },
+        [&](std::size_t i, std::size_t w) {
+          nodes_[i].step_and_compress(opt_.compressor, t, dir(i), gamma, cols_[i], ws_[w]);
+        },
+        [&](std::size_t i, auto& ep) { nodes_[i].post(ep, t); },
+        [&](std::size_t i, auto& ep) { nodes_[i].collect(ep, t, rows_[i]); },
+        [&](std::size_t i, std::size_t) { nodes_[i].mix(); });
+  }
+
+  /// Checkpoint this process's nodes, every link reference, and its network's byte ledger
+  /// (section "CHPU"). Call between rounds.
+  void save(checkpoint_writer& w) const { this->save_block(w, "CHPU"); }
+  /// Restore what save() wrote: every node and the ledger, or nothing (checkpoint_error).
+  void restore(checkpoint_reader& r) { this->restore_block(r, "CHPU", "CHOCO-Push"); }
+
+  /// Every CHOCO-Push round trains.
+  bool trains(std::uint32_t) const noexcept { return true; }
+  /// Node i's de-biased model x_i / u_i, as the tensor type.
+  tensor_type model(std::size_t i) const {
+    tensor_type out = nodes_.at(i).tensor();
+    nodes_[i].debiased(as_span(out));
+    return out;
+  }
+  /// Node i's de-biased model x_i / u_i into out.
+  void model(std::size_t i, std::span<T> out) const { nodes_.at(i).debiased(out); }
+
+ private:
+  options_type opt_;
+  std::vector<std::vector<out_edge>> cols_;  ///< this round's column of each node
+  std::vector<std::vector<in_edge>> rows_;   ///< this round's row of each node
+  std::vector<std::vector<T>> g_, xh_;       ///< oracle rounds: p_i per node, xh per thread
+  std::vector<std::span<const T>> views_;
+};
+
+}  // namespace v0
+}  // namespace sparsepush
