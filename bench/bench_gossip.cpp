@@ -151,6 +151,27 @@ void BM_SparsePushRound(benchmark::State& state) {
   if (t > 0) state.counters["wire_bytes"] = static_cast<double>(alg.bytes_sent()) / t;  // per round
 }
 
+/// One CHOCO-Push round at every node, set up as BM_SparsePushRound (no-op gradient, top-1%,
+/// one-peer exponential graph, one thread): q = C(x' - h) per out-link, both ends' references
+/// updated, the mix over the links' references. Its ratio to BM_SparsePushRound at the same
+/// (d, nodes) is the cost of agreeing over SP's round.
+void BM_ChocoPushRound(benchmark::State& state) {
+  const std::size_t d = arg(state, 0), n = arg(state, 1);
+  std::vector<std::vector<float>> x0;
+  for (std::uint32_t i = 0; i < n; ++i) x0.push_back(gaussian(d, 100 + i));
+  sp::choco_push<float> alg(std::move(x0), sp::parse_schedule("exponential", n),
+                            {.consensus_step = 0.05, .compressor = sp::top_k{sp::k_spec::fraction(0.01)}});
+  const sp::gradient_oracle<float> no_op = [](std::uint32_t, std::uint32_t, std::span<const float>,
+                                              std::span<float>) {};
+  std::uint32_t t = 0;
+  for (auto _ : state) {
+    alg.round(t++, no_op, 0.1);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n * d);
+  if (t > 0) state.counters["wire_bytes"] = static_cast<double>(alg.bytes_sent()) / t;  // per round
+}
+
 /// The memory streams a fused round with the strong guarantee cannot avoid, with no selection,
 /// no message and no mixing (args: d, nodes, passes): per node, passes = 2 reads x, p and e once
 /// (the plan: nothing is written before every node's check) and then reads them again writing x
@@ -221,4 +242,5 @@ BENCHMARK(BM_PushSumCombine)->Apply(combine_args)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_DenseScale)->Apply(d_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SparsePushGossipRound)->Apply(round_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SparsePushRound)->Apply(round_args)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ChocoPushRound)->Apply(round_args)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RoundStreams)->Args({1'000'000, 16, 2})->Args({1'000'000, 16, 1})->Unit(benchmark::kMicrosecond);

@@ -46,6 +46,7 @@ PAIRS = [
     ("PushSumCombine", "DenseScale", False),
     ("SparsePushGossipRound", "DenseScale", False),
     ("SparsePushRound", "DenseScale", False),
+    ("ChocoPushRound", "SparsePushRound", True),
     ("RoundStreams", "DenseScale", False),
 ]
 
@@ -104,6 +105,8 @@ def _counter(results, key, name):
 GOALS = [
     ("SparsePushRound/1000000/16 / (16 x DenseScale/1000000)",
      lambda r, a: _ratio(r, "SparsePushRound", (1000000, 16), "DenseScale", (1000000,), 16), "<=", 8.0),
+    ("ChocoPushRound / SP's round, d = 1e6, 16 nodes, top-1% (the same compressor)",
+     lambda r, a: _ratio(r, "ChocoPushRound", (1000000, 16), "SparsePushRound", (1000000, 16)), "<=", 1.3),
     ("error feedback + top-K / error-feedback pass, d = 1e7, k = 0.1%",
      lambda r, a: _ratio(r, "ErrorFeedback", (10000000, 10000), "ErrorFeedbackPass", (10000000,)), "<=", 1.8),
     ("error feedback + top-K / error-feedback pass, d = 1e7, k = 1%",
