@@ -278,3 +278,23 @@ TEST_CASE("tracking in the trainer: the backend's optimizer steps along the trac
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("tracking in the trainer refuses a backend without the gradient and direction_from hooks", "[tracking][train]") {
+  namespace tf = train_fixture;
+  constexpr std::size_t n = 4;
+  std::vector<vec> x0;
+  for (std::uint32_t i = 0; i < n; ++i) x0.push_back(tf::initial(i));
+  run_settings settings;
+  settings.add("nodes", n).add("test", "tracking-hooks");
+  trainer_options to;
+  to.rounds = 3;
+  to.lr = [](std::uint32_t) { return 0.1; };
+  single_process group(n);
+  tf::backend be(n, 0, n);
+  auto hooks = be.hooks();
+  hooks.direction_from = nullptr;  // a backend written before tracking: step only
+  trainer<double, single_process> tr(group, settings, to, hooks);
+  auto alg = make_tracked(x0, parse_schedule("time-varying-ring", n), choco_push_options{});
+  REQUIRE_THROWS_WITH(tr.run(alg), Catch::Contains("gradient and direction_from hooks"));
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(alg.model(i) == x0[i]);  // no round ran
+}

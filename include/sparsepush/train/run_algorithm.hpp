@@ -90,8 +90,7 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
     const choco_push_options co{.consensus_step = s.consensus_step_value(), .compressor = comp,
                                 .threads = s.threads_value(), .seed = s.seed, .common_start = layout.common_start};
     using choco_push_t = choco_push<float, any_compressor, any_schedule, net_t>;
-    if (s.tracking && net) throw config_error("--tracking runs in one process in this version (--transport inprocess)");
-  if (s.tracking) return make_tracking<choco_push<float, any_compressor, any_schedule, loopback_network>>(std::move(x0), sched, co);
+    if (s.tracking) return make_tracking<choco_push<float, any_compressor, any_schedule, loopback_network>>(std::move(x0), sched, co);
     if constexpr (std::is_void_v<Net>) return std::make_unique<choco_push_t>(std::move(x0), sched, co);
     else return std::make_unique<choco_push_t>(std::move(x0), sched, *net, co);
   }
