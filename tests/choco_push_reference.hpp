@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <sparsepush/algorithm/oracle.hpp>
+#include <sparsepush/checkpoint.hpp>
 #include <sparsepush/topology/graph.hpp>
 #include <utility>
 #include <vector>
@@ -72,5 +73,17 @@ struct reference_choco_push {
     }
   }
 };
+
+/// Checkpoint `from` and restore the file into `into` (checked to its end); returns the file.
+template <class A>
+std::vector<std::byte> save_and_restore(const A& from, A& into) {
+  sparsepush::checkpoint_writer w;
+  from.save(w);
+  auto file = w.finish();
+  sparsepush::checkpoint_reader r(file);
+  into.restore(r);
+  r.done();
+  return file;
+}
 
 }  // namespace test

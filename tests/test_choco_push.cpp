@@ -226,13 +226,8 @@ TEST_CASE("CHOCO-Push checkpoints every reference and resumes bit for bit", "[ch
   const choco_push_options o{.consensus_step = 0.5, .compressor = parse_compressor("top-k:3")};
   choco_push<double> a(x0, sched, o);
   for (std::uint32_t t = 0; t < 30; ++t) a.round(t, f, 0.05);
-  checkpoint_writer w;
-  a.save(w);
-  const auto file = w.finish();
   choco_push<double> b(x0, sched, o);
-  checkpoint_reader r(file);
-  b.restore(r);
-  r.done();
+  const auto file = test::save_and_restore(a, b);
   for (std::uint32_t t = 30; t < 60; ++t) {
     a.round(t, f, 0.05);
     b.round(t, f, 0.05);

@@ -163,13 +163,8 @@ TEST_CASE("tracking checkpoints both instances and the gradients, and resumes bi
   const choco_push_options o{.consensus_step = 0.5, .compressor = parse_compressor("top-k:3")};
   auto a = make_tracked(x0, sched, o);
   for (std::uint32_t t = 0; t < 20; ++t) a.round(t, f, 0.03);
-  checkpoint_writer w;
-  a.save(w);
-  const auto file = w.finish();
   auto b = make_tracked(x0, sched, o);
-  checkpoint_reader r(file);
-  b.restore(r);
-  r.done();
+  test::save_and_restore(a, b);
   for (std::uint32_t t = 20; t < 40; ++t) {
     a.round(t, f, 0.03);
     b.round(t, f, 0.03);
