@@ -34,6 +34,21 @@ concept decentralized_algorithm = requires(A& a, const A& ca, std::uint32_t t, c
   { ca.full_precision_bytes() } -> std::convertible_to<std::size_t>;
 };
 
+/// Local node i of an algorithm that keeps push-sum weights, with its numerator x() and weight
+/// u(): sparse_push's group().node(i), choco_push's node(i) (tracking<> forwards both).
+template <class A>
+  requires(requires(const A& a, std::size_t i) { a.group().node(i).u(); } ||
+           requires(const A& a, std::size_t i) { a.node(i).u(); })
+decltype(auto) push_sum_node_of(const A& a, std::size_t i) {
+  if constexpr (requires { a.group().node(i).u(); }) return a.group().node(i);
+  else return a.node(i);
+}
+
+/// An algorithm whose nodes keep push-sum weights (push_sum_node_of): SP and its configurations,
+/// CHOCO-Push; not CHOCO-SGD or the all-reduce, whose models are their numerators.
+template <class A>
+concept keeps_push_sum_weights = requires(const A& a, std::size_t i) { push_sum_node_of(a, i).u(); };
+
 /// Metrics after a round.
 struct round_report {
   std::uint32_t round = 0;  ///< the round just run (0-based)

@@ -23,6 +23,7 @@
 #include "../compress/common.hpp"
 #include "../config.hpp"
 #include "oracle.hpp"
+#include "report.hpp"
 
 namespace sparsepush {
 inline namespace v0 {
@@ -178,11 +179,8 @@ class tracking {
   }
 
  private:
-  /// Node i's numerator in instance a (sparse_push keeps it in its group, choco_push in its node).
-  static std::span<const T> numerator(const A& a, std::size_t i) {
-    if constexpr (requires { a.group().x(i); }) return std::span<const T>(a.group().x(i));
-    else return std::span<const T>(a.node(i).x());
-  }
+  /// Node i's numerator in instance a.
+  static std::span<const T> numerator(const A& a, std::size_t i) { return std::span<const T>(push_sum_node_of(a, i).x()); }
 
   std::unique_ptr<A> x_, y_;
   std::vector<std::vector<T>> g_, prev_, step_;  ///< g_i(t), g_i(t-1), the directions' scratch

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../checkpoint.hpp"
@@ -124,8 +125,7 @@ class gossip_run {
   /// u of local node k (1 for CHOCO and centralized, whose nodes keep no weight).
   double weight(std::size_t k) const {
     return std::visit([&](const auto& a) -> double {
-      if constexpr (requires { a->group().node(k).u(); }) return a->group().node(k).u();
-      else if constexpr (requires { a->node(k).u(); }) return a->node(k).u();
+      if constexpr (keeps_push_sum_weights<std::remove_cvref_t<decltype(*a)>>) return push_sum_node_of(*a, k).u();
       else return 1.0;
     }, alg_);
   }

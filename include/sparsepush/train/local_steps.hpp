@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 
+#include "../algorithm/report.hpp"
 #include "../gossip/push_sum.hpp"
 #include "../tensor.hpp"
 
@@ -28,22 +29,15 @@ struct outer_step_settings {
   bool active() const noexcept { return lr != 1.0 || momentum != 0.0; }
 };
 
-/// A push-sum node's numerator x into out; returns its weight u.
-template <tensor_element T, class Node>
-double numerator_of(const Node& node, std::span<T> out) {
-  const auto x = std::span<const T>(node.x());
-  std::copy(x.begin(), x.end(), out.begin());
-  return node.u();
-}
-
 /// Node li's push-sum numerator x_i into out (the model itself where the algorithm keeps no
 /// weight), and its weight u_i (1 there).
 template <tensor_element T, class A>
 double numerator(const A& alg, std::size_t li, std::span<T> out) {
-  if constexpr (requires { alg.group().node(li).x(); alg.group().node(li).u(); }) {
-    return numerator_of<T>(alg.group().node(li), out);
-  } else if constexpr (requires { alg.node(li).x(); alg.node(li).u(); }) {  // CHOCO-Push's nodes
-    return numerator_of<T>(alg.node(li), out);
+  if constexpr (keeps_push_sum_weights<A>) {
+    const auto& node = push_sum_node_of(alg, li);
+    const auto x = std::span<const T>(node.x());
+    std::copy(x.begin(), x.end(), out.begin());
+    return node.u();
   } else {
     alg.model(li, out);
     return 1.0;

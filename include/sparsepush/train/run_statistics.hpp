@@ -86,14 +86,10 @@ void gather_pace(G& group, const A& alg, std::span<const std::uint64_t> steps, t
 /// algorithms only), the messages dropped and sent over every process, into res.
 template <process_group G, class A>
 void gather_counters(G& group, const A& alg, train_result& res) {
-  constexpr bool group_weights = requires { alg.group().u(std::size_t{0}); };
-  if constexpr (group_weights || requires { alg.node(std::size_t{0}).u(); }) {
+  if constexpr (keeps_push_sum_weights<A>) {
     const std::size_t ln = group.local_nodes();
     std::vector<double> us(ln);
-    for (std::size_t i = 0; i < ln; ++i) {
-      if constexpr (group_weights) us[i] = alg.group().u(i);
-      else us[i] = alg.node(i).u();
-    }
+    for (std::size_t i = 0; i < ln; ++i) us[i] = push_sum_node_of(alg, i).u();
     double mass = 0;
     for (const double u : detail::allgather(group, us, "the gather of the push-sum weights")) mass += u;
     res.weight_mass = mass;
