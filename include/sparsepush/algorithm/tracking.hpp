@@ -87,7 +87,8 @@ class tracking {
   /// Round t with the directions p_i the caller computed from tracker(i) (none: a round without a
   /// local step, the tracker then only mixes). The gradients are checked first (a NaN or Inf is a
   /// non_finite_error naming the node and the index), then the x round runs: when either refuses
-  /// the round nothing changed.
+  /// the round nothing changed. The y round runs after the x round; it refuses only a tracker
+  /// that overflowed, and then the x round stands.
   void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma) {
     const std::size_t n = num_nodes();
     if (!directions.empty())
@@ -116,7 +117,7 @@ class tracking {
     w.u64(prev_.size());
     for (const auto& g : prev_) w.values(std::span<const T>(g));
   }
-  /// Restore what save() wrote, or nothing (checkpoint_error). The two instances restore in turn:
+  /// Restore what save() wrote; a bad file is a checkpoint_error. The two instances restore in turn:
   /// a file that fails in the second leaves the first restored, so a failed restore needs a new
   /// object (the trainer builds one per attempt).
   void restore(checkpoint_reader& r) {

@@ -120,8 +120,8 @@ class choco_push_node {
 
   /// Steps 1 and 2: x_i' = x_i - gamma p_i (none for an empty p), then for every out-edge of
   /// `column` (the self-edge aside) q = C(x_i' - h[i->r]) and h[i->r] += q; a link used for the
-  /// first time gets a zero reference. The compressor's random stream is keyed by the round, this
-  /// node and the receiver, so each link draws its own.
+  /// first time gets the start reference (0, or the common start model). The compressor's random
+  /// stream is keyed by the round, this node and the receiver, so each link draws its own.
   template <class C>
   void step_and_compress(const C& comp, std::uint32_t t, std::span<const T> p, double gamma,
                          std::span<const out_edge> column, compress_workspace<T>& ws) {
