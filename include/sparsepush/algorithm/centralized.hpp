@@ -57,10 +57,9 @@ class centralized {
       throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
                        " local directions for " + std::to_string(n) + " nodes");
     pool_.parallel_for(n, [&](std::size_t i) {
-      if (directions[i].size() != d)
-        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(i) + ": direction has " +
-                         std::to_string(directions[i].size()) + " elements, the model has " + std::to_string(d));
-      detail::check_finite(directions[i], context{0, static_cast<std::uint32_t>(i), t}, "local direction");
+      const context ctx{0, static_cast<std::uint32_t>(i), t};
+      detail::check_direction_size(directions[i].size(), d, ctx);
+      detail::check_finite(directions[i], ctx, "local direction");
     });
     const T scale = static_cast<T>(gamma / static_cast<double>(n));
     for (std::size_t l = 0; l < d; ++l) {

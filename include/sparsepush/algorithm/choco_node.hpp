@@ -97,16 +97,9 @@ class choco_node {
   template <class C>
   void check(std::uint32_t t, const C& comp, std::span<const T> g, double gamma) const {
     const context ctx{seed_, id_, t};
-    if (g.size() != d_)
-      throw size_error("round " + std::to_string(t) + ", node " + std::to_string(id_) + ": direction has " +
-                       std::to_string(g.size()) + " elements, the model has " + std::to_string(d_));
+    detail::check_direction_size(g.size(), d_, ctx);
     validate_compressor<T>(comp, d_, ctx);
-    detail::check_finite(g, ctx, "local direction");
-    const auto x = this->x();
-    const T gm = static_cast<T>(gamma);
-    for (std::size_t l = 0; l < d_; ++l)
-      if (!std::isfinite(x[l] - gm * g[l]))
-        detail::throw_non_finite(double(x[l] - gm * g[l]), l, ctx, "x - gamma g");
+    detail::check_local_step(x(), g, gamma, ctx);
   }
 
   /// x_i' = x_i - gamma g_i;  q_i = C(x_i' - xp_i);  xp_i += q_i.
@@ -249,14 +242,9 @@ class choco_node {
  private:
   /// After a mix that wrote a NaN or Inf: name the node, the round and the first bad index.
   [[noreturn]] void throw_mixed_non_finite() const {
-    const auto xi = x();
-    std::size_t l = 0;
-    while (l + 1 < d_ && std::isfinite(xi[l])) ++l;
-    throw non_finite_error(std::string("CHOCO: x after mixing holds ") + (std::isnan(xi[l]) ? "NaN" : "Inf") +
-                               " at index " + std::to_string(l) + " (node " + std::to_string(id_) + ", round " +
-                               std::to_string(round_) + "): the consensus step left the range of the element "
-                               "type; the round is complete, x keeps the non-finite values",
-                           l);
+    detail::throw_mixed_non_finite(x(), "CHOCO: ", "node " + std::to_string(id_) + ", round " + std::to_string(round_),
+                                   "the consensus step left the range of the element type; the round is complete, x "
+                                   "keeps the non-finite values");
   }
 
   std::vector<T>& copy_of(std::uint32_t from) {

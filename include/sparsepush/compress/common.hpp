@@ -174,6 +174,37 @@ void check_finite(std::span<const T> v, const context& ctx, const char* what = "
     if (!std::isfinite(v[i])) throw_non_finite(static_cast<double>(v[i]), i, ctx, what);
 }
 
+/// Throw size_error "round R, node N: direction has G elements, the model has D" unless a local
+/// direction of `given` elements fits a model of d.
+inline void check_direction_size(std::size_t given, std::size_t d, const context& ctx) {
+  if (given != d)
+    throw size_error("round " + std::to_string(ctx.round) + ", node " + std::to_string(ctx.node) + ": direction has " +
+                     std::to_string(given) + " elements, the model has " + std::to_string(d));
+}
+
+/// Throw, before a local step x - gamma p runs, for a direction p of another size than x, a
+/// NaN/Inf in p, or one in x - gamma p (named as such, with its index, the node and the round).
+template <tensor_element T>
+void check_local_step(std::span<const T> x, std::span<const T> p, double gamma, const context& ctx) {
+  check_direction_size(p.size(), x.size(), ctx);
+  check_finite(p, ctx, "local direction");
+  const T gm = static_cast<T>(gamma);
+  for (std::size_t l = 0; l < x.size(); ++l)
+    if (!std::isfinite(x[l] - gm * p[l])) throw_non_finite(double(x[l] - gm * p[l]), l, ctx, "x - gamma p");
+}
+
+/// After a mix wrote a NaN or Inf into x: throw non_finite_error "<who>x after mixing holds NaN at
+/// index l (<where>): <why>", naming the first non-finite value.
+template <tensor_element T>
+[[noreturn]] void throw_mixed_non_finite(std::span<const T> x, const std::string& who, const std::string& where,
+                                         const std::string& why) {
+  std::size_t l = 0;
+  while (l + 1 < x.size() && std::isfinite(x[l])) ++l;
+  throw non_finite_error(who + "x after mixing holds " + (std::isnan(x[l]) ? "NaN" : "Inf") + " at index " +
+                             std::to_string(l) + " (" + where + "): " + why,
+                         l);
+}
+
 /// Reject an index setting that names no wire encoding and is not automatic.
 inline void check_index_setting(index_encoding e, bool seeded_allowed = false) {
   if (e != index_encoding::automatic && !is_wire(e))

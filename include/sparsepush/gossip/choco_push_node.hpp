@@ -108,14 +108,7 @@ class choco_push_node {
     check_column(t, id_, column, nodes);
     validate_compressor<T>(comp, d_, ctx);
     if (p.empty()) return;
-    if (p.size() != d_)
-      throw size_error("round " + std::to_string(t) + ", node " + std::to_string(id_) + ": direction has " +
-                       std::to_string(p.size()) + " elements, the model has " + std::to_string(d_));
-    detail::check_finite(p, ctx, "local direction");
-    const auto xi = x();
-    const T gm = static_cast<T>(gamma);
-    for (std::size_t l = 0; l < d_; ++l)
-      if (!std::isfinite(xi[l] - gm * p[l])) detail::throw_non_finite(double(xi[l] - gm * p[l]), l, ctx, "x - gamma p");
+    detail::check_local_step(x(), p, gamma, ctx);
   }
 
   /// Steps 1 and 2: x_i' = x_i - gamma p_i (none for an empty p), then for every out-edge of
@@ -286,14 +279,10 @@ class choco_push_node {
     return static_cast<std::size_t>(it - side.begin());
   }
   [[noreturn]] void throw_mixed_non_finite() const {
-    const auto xi = x();
-    std::size_t l = 0;
-    while (l + 1 < d_ && std::isfinite(xi[l])) ++l;
-    throw non_finite_error(std::string("CHOCO-Push: x after mixing holds ") + (std::isnan(xi[l]) ? "NaN" : "Inf") +
-                               " at index " + std::to_string(l) + " (node " + std::to_string(id_) + ", round " +
-                               std::to_string(round_) + ", u " + std::to_string(u_) +
-                               "): lower --consensus-step or --lr; the round is complete, x keeps the non-finite values",
-                           l);
+    detail::throw_mixed_non_finite(x(), "CHOCO-Push: ",
+                                   "node " + std::to_string(id_) + ", round " + std::to_string(round_) + ", u " +
+                                       std::to_string(u_),
+                                   "lower --consensus-step or --lr; the round is complete, x keeps the non-finite values");
   }
 
   Tensor x_;

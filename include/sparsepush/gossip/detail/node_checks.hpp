@@ -36,10 +36,7 @@ inline void push_sum_node<Tensor>::check_config(std::uint32_t t, const C& comp, 
   if (local) {
     if (!std::isfinite(st.gamma))
       throw config_error("learning rate is not finite in round " + std::to_string(t));
-    if (st.direction.size() != d_)
-      throw size_error("round " + std::to_string(t) + ", node " + std::to_string(opt_.id) +
-                       ": direction has " + std::to_string(st.direction.size()) +
-                       " elements, the model has " + std::to_string(d_));
+    detail::check_direction_size(st.direction.size(), d_, ctx);
   }
   // the one check of a round's column, whatever path the round takes (a group, a node alone):
   // a column summing to 2 would double sum_i u_i every round

@@ -173,14 +173,9 @@ template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 inline void push_sum_node<Tensor>::throw_mixed_non_finite() const {
   const std::string where = "node " + std::to_string(opt_.id) + ", round " + std::to_string(round_);
-  const auto xi = x();
-  for (std::size_t l = 0; l < d_; ++l)
-    if (!std::isfinite(xi[l]))
-      throw non_finite_error(std::string("x after mixing holds ") + (std::isnan(xi[l]) ? "NaN" : "Inf") +
-                                 " at index " + std::to_string(l) + " (" + where +
-                                 "): the weighted sum of the messages left the range of the element type; the "
-                                 "round is complete, x keeps the non-finite values",
-                             l);
+  if (!detail::all_finite(x().data(), d_))
+    detail::throw_mixed_non_finite(x(), "", where, "the weighted sum of the messages left the range of the element "
+                                                   "type; the round is complete, x keeps the non-finite values");
   throw non_finite_error("push-sum weight u after mixing is " + std::to_string(u_) + " (" + where + ")", 0);
 }
 
