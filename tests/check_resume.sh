@@ -5,6 +5,8 @@
 #                                        field but timing and buffer capacity), and the same log rows
 #   check_resume.sh tracking EXE DIR     the kill case for CHOCO-Push with gradient tracking on a
 #                                        directed time-varying schedule (link references, trackers)
+#   check_resume.sh quasi-global EXE DIR the kill case for SGP with quasi-global Nesterov momentum
+#                                        (each node's previous model and rate)
 #   check_resume.sh mpi EXE DIR MPIRUN.. the same with 3 ranks under mpirun (the whole job killed)
 #   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint (a QSGD
 #                                        stream among the settings), or a missing one, is exit
@@ -20,6 +22,10 @@ args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm scsp --f
 if [ "$mode" = tracking ]; then
   args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm choco-push --tracking --schedule random:1
         --eval-every 9)
+  mode=kill
+elif [ "$mode" = quasi-global ]; then
+  args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm sgp --momentum-kind quasi-global --nesterov
+        --lr-schedule cosine --eval-every 9)
   mode=kill
 fi
 rm -rf "$dir"; mkdir -p "$dir"
@@ -140,5 +146,5 @@ case "$mode" in
     diff <(strip "$dir/full.json") <(strip "$dir/resumed.json") || fail "the summary resumed from 0.6.1 differs"
     echo "ok: a checkpoint of sparsepush-train 0.6.1 resumes to the uninterrupted run's summary"
     ;;
-  *) fail "usage: check_resume.sh kill|mpi|bad|v0.6 EXE DIR [MPIRUN...|TAR.GZ]" ;;
+  *) fail "usage: check_resume.sh kill|tracking|quasi-global|mpi|bad|v0.6 EXE DIR [MPIRUN...|TAR.GZ]" ;;
 esac

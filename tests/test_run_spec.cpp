@@ -45,6 +45,12 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
       {{{"epochs", "-1"}}, "--epochs: must be > 0, got -1"},
       {{{"algorithm", "adam"}}, "--algorithm: adam not in {sp,scsp,sgp,dpsgd,deepsqueeze,choco,choco-push,centralized}"},
       {{{"eval-reduce", "sum"}}, "--eval-reduce: sum not in {ordered,allreduce}"},
+      {{{"momentum-kind", "global"}}, "--momentum-kind: global not in {local,quasi-global}"},
+      {{{"algorithm", "choco-push"}, {"momentum-kind", "quasi-global"}}, "--momentum-kind quasi-global: --algorithm choco-push compresses its messages"},
+      {{{"algorithm", "sp"}, {"momentum-kind", "quasi-global"}}, "it diverged for sp and choco-push top-1% (docs/results/consensus.md); --algorithm sgp, dpsgd or centralized take it"},
+      {{{"algorithm", "sgp"}, {"momentum-kind", "quasi-global"}, {"local-steps", "4"}}, "--momentum-kind quasi-global: the buffer follows a node's change over a round of one local step"},
+      {{{"algorithm", "sgp"}, {"momentum-kind", "quasi-global"}, {"tracking", "true"}}, "--momentum-kind quasi-global: the tracker replaces"},
+      {{{"algorithm", "sgp"}, {"momentum-kind", "quasi-global"}, {"staleness", "inf"}}, "--momentum-kind quasi-global: divides a round's change"},
       {{{"model", "resnet"}}, "--model: resnet not in"},
       {{{"algorithm", "centralized"}, {"schedule", "complete"}}, "--schedule: --algorithm centralized averages every node"},
       {{{"algorithm", "centralized"}, {"eta", "0.5"}}, "--eta: --algorithm centralized"},
@@ -166,7 +172,7 @@ TEST_CASE("run_spec: every field of role numbers or ranks is in the fingerprint,
       {"nodes", "8"}, {"schedule", "exponential"}, {"algorithm", "sp"}, {"compressor", "top-k:0.1"}, {"eta", "0.5"},
       {"final-rounds", "3"}, {"final-compressor", "identity+bf16"}, {"final-eta", "0.5"}, {"final-tolerance", "0.01"},
       {"seed", "7"}, {"model", "mlp"}, {"epochs", "1"}, {"batch", "16"}, {"lr", "0.1"}, {"lr-schedule", "cosine"},
-      {"warmup", "3"}, {"skew", "0.5"}, {"dirichlet", "0.3"}, {"momentum", "0.5"}, {"nesterov", "true"},
+      {"warmup", "3"}, {"skew", "0.5"}, {"dirichlet", "0.3"}, {"momentum", "0.5"}, {"nesterov", "true"}, {"momentum-kind", "quasi-global"},
       {"weight-decay", "0"}, {"local-steps", "4"}, {"outer-lr", "0.7"}, {"outer-momentum", "0.9"},
       {"eval-average-every", "10"}, {"eval-split", "true"}, {"target-accuracy", "0.8"},
       {"per-layer", "true"}, {"consensus-step", "0.3"}, {"tracking", "true"}, {"data", "/tmp"},
@@ -213,7 +219,7 @@ TEST_CASE("run_spec: the shown defaults are the values a spec at its defaults us
   });
   const std::vector<std::pair<std::string, std::string>> want = {
       {"compressor", d.compressor_spec()}, {"final-rounds", "auto"}, {"final-compressor", "identity"},
-      {"final-tolerance", "0.001"}, {"skew", "0.8"}, {"dirichlet", "0"}, {"outer-lr", "1"}, {"outer-momentum", "0"},
+      {"final-tolerance", "0.001"}, {"skew", "0.8"}, {"dirichlet", "0"}, {"momentum-kind", "local"}, {"outer-lr", "1"}, {"outer-momentum", "0"},
       {"drop-probability", "0"}, {"loss-recovery", "ack"}, {"eval-reduce", "ordered"},
       {"precision", "fp32"}, {"staleness", "0"}, {"threads", std::to_string(d.threads_value())}};
   CHECK(shown == want);

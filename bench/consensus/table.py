@@ -17,7 +17,8 @@ a = p.parse_args()
 
 names = ["sgp", "sp", "scsp", "choco", "choco-push", "choco-push-0.5", "choco-push-int8-0.5", "choco-push-top10-int8",
          "sgp-tracking",
-         "choco-push-tracking", "choco-push-top10-int8-tracking"]
+         "choco-push-tracking", "choco-push-top10-int8-tracking",
+         "sgp-qg", "sp-qg", "choco-push-qg", "choco-push-top10-int8-qg"]
 print(f"machine: {a.machine}\n")
 for model in a.models:
     for skew in ["0", "0.5", "0.8"]:

@@ -40,6 +40,24 @@ struct sgd {
     apply<double>(grad, params, velocity, out);
   }
 
+  /// Quasi-global momentum (Lin, Karimireddy, Stich and Jaggi, arXiv 2102.04761): the buffer m
+  /// (velocity) follows the model's change since the previous step, the gossip's mixing included,
+  /// instead of the local gradients, so it points where the nodes move together:
+  ///   m = momentum m + (1 - momentum) (previous - params) / previous_lr   (skipped when previous is empty)
+  ///   p = grad + wd params;  out = p + momentum m   (Nesterov: p + momentum (momentum m + p))
+  /// previous_lr is the learning rate of the step that left `previous`; `previous` then receives
+  /// params (resized to them at the first step). out may alias grad, not velocity or previous.
+  /// Throws what direction() throws, and config_error for a previous_lr that is not finite and > 0.
+  void quasi_global(std::span<const float> grad, std::span<const float> params, std::span<float> velocity,
+                    std::vector<float>& previous, double previous_lr, std::span<float> out) const {
+    apply_quasi_global<float>(grad, params, velocity, previous, previous_lr, out);
+  }
+  /// The same in double.
+  void quasi_global(std::span<const double> grad, std::span<const double> params, std::span<double> velocity,
+                    std::vector<double>& previous, double previous_lr, std::span<double> out) const {
+    apply_quasi_global<double>(grad, params, velocity, previous, previous_lr, out);
+  }
+
   /// Throws config_error unless momentum is in [0, 1) and weight_decay is finite and >= 0.
   void validate() const {
     if (!(momentum >= 0.0 && momentum < 1.0))
@@ -49,6 +67,32 @@ struct sgd {
   }
 
  private:
+  template <std::floating_point T>
+  void apply_quasi_global(std::span<const T> g, std::span<const T> x, std::span<T> m, std::vector<T>& previous,
+                          double previous_lr, std::span<T> out) const {
+    validate();
+    const std::size_t d = g.size();
+    if (x.size() != d || m.size() != d || out.size() != d || (!previous.empty() && previous.size() != d))
+      throw size_error("nn::sgd::quasi_global: grad has " + std::to_string(d) + " elements, params " +
+                       std::to_string(x.size()) + ", buffer " + std::to_string(m.size()) + ", previous " +
+                       std::to_string(previous.size()) + ", out " + std::to_string(out.size()));
+    const T mu = T(momentum), wd = T(weight_decay);
+    if (!previous.empty()) {
+      if (!(previous_lr > 0.0 && std::isfinite(previous_lr)))
+        throw config_error("nn::sgd::quasi_global: the previous step's learning rate " + std::to_string(previous_lr) +
+                           " is not finite and > 0 (the model's change is divided by it)");
+      const T c = T((1.0 - momentum) / previous_lr);
+      for (std::size_t i = 0; i < d; ++i) m[i] = mu * m[i] + c * (previous[i] - x[i]);
+    } else {
+      previous.resize(d);
+    }
+    for (std::size_t i = 0; i < d; ++i) {
+      const T p = g[i] + wd * x[i];
+      previous[i] = x[i];
+      out[i] = nesterov ? p + mu * (mu * m[i] + p) : p + mu * m[i];
+    }
+  }
+
   template <std::floating_point T>
   void apply(std::span<const T> g, std::span<const T> x, std::span<T> v, std::span<T> out) const {
     validate();

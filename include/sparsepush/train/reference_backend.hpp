@@ -129,7 +129,9 @@ class reference_backend {
                     std::uint32_t first, std::size_t local)
       : s_(s), fm_(&fm), net_(&net), first_(first), local_(local), d_(net.num_params()), in_(net.input_size()),
         train_rounds_(p.train_rounds), bits_(s.bits_value()), opt_{s.momentum, s.nesterov, s.weight_decay},
-        velocity_(local, std::vector<float>(d_, 0.0f)), nesterov_dirs_(s.nesterov ? local : 0, std::vector<float>(d_)),
+        quasi_global_(s.quasi_global()), lr_(reference_lr(s)), velocity_(local, std::vector<float>(d_, 0.0f)),
+        dirs_(s.nesterov || quasi_global_ ? local : 0, std::vector<float>(d_)), previous_(quasi_global_ ? local : 0),
+        previous_lr_(previous_.size(), 0.0),
         work_(std::max<std::size_t>(1, s.threads_value())), eval_ws_(std::max<std::size_t>(1, s.threads_value())),
         slowdown_(s.nodes, 1.0) {
     for (std::size_t i = 0; i < s.nodes; ++i) shards_.emplace_back(p.parts[i], shard_seed(s.seed, i));
@@ -148,7 +150,7 @@ class reference_backend {
       return step(w, i, t, model, dir);
     };
     b.direction = [this](std::uint32_t i) {
-      return s_.nesterov ? std::span<float>(nesterov_dirs_[i - first_]) : std::span<float>(velocity_[i - first_]);
+      return dirs_.empty() ? std::span<float>(velocity_[i - first_]) : std::span<float>(dirs_[i - first_]);
     };
     b.gradient = [this](std::size_t w, std::uint32_t i, std::uint32_t t, std::span<const float> model, std::span<float> g) {
       const auto t0 = run_clock::now();
@@ -157,7 +159,7 @@ class reference_backend {
       return loss;
     };
     b.direction_from = [this](std::size_t, std::uint32_t i, std::span<const float> g, std::span<const float> model,
-                              std::span<float> dir) { opt_.direction(g, model, velocity_[i - first_], dir); };
+                              std::span<float> dir) { opt_.direction(g, model, velocity_[i - first_], dir); };  // no quasi-global (the rules)
     b.accuracy = [this](std::size_t w, std::span<const float> m, bool final) {
       const std::size_t total = fm_->test.count;
       const std::size_t samples = final ? (s_.final_eval_samples ? std::min(s_.final_eval_samples, total) : total)
@@ -177,11 +179,15 @@ class reference_backend {
       for (std::size_t li = 0; li < local_; ++li) {
         shards_[first_ + li].save(w);
         w.values(velocity_[li]);
+        if (quasi_global_) {
+          w.values(previous_[li]);
+          w.f64(previous_lr_[li]);
+        }
       }
     };
     b.restore = [this](checkpoint_reader& r) -> std::function<void()> { return restore(r); };
     b.training_ended = [this] {  // SCSP's final rounds take no local step: free the momentum
-      for (auto* bufs : {&velocity_, &nesterov_dirs_})
+      for (auto* bufs : {&velocity_, &dirs_, &previous_})
         for (auto& v : *bufs) std::vector<float>().swap(v);
     };
     return b;
@@ -207,7 +213,12 @@ class reference_backend {
     scratch& sc = work_.at(w);  // this worker's buffers, sized at first use
     sc.grad.resize(d_);
     const double loss = gradient(w, i, t, model, sc.grad);
-    opt_.direction(sc.grad, model, velocity_[i - first_], dir);
+    if (quasi_global_) {  // the change since node i's previous step, divided by that step's rate
+      opt_.quasi_global(sc.grad, model, velocity_[i - first_], previous_[i - first_], previous_lr_[i - first_], dir);
+      previous_lr_[i - first_] = lr_.at(t, train_rounds_ * s_.local_steps);  // the trainer's rate of step t
+    } else {
+      opt_.direction(sc.grad, model, velocity_[i - first_], dir);
+    }
     slow_down(i, t, t0);
     return loss;
   }
@@ -238,17 +249,26 @@ class reference_backend {
 
   std::function<void()> restore(checkpoint_reader& r) {
     std::vector<shard_sampler> sh;
-    std::vector<std::vector<float>> vel(local_);
+    std::vector<std::vector<float>> vel(local_), prev(previous_.size());
+    std::vector<double> prev_lr(previous_.size(), 0.0);
+    const bool ended = resume_round_ >= train_rounds_;  // the buffers are empty once training has ended
     for (std::size_t li = 0; li < local_; ++li) {
       sh.push_back(shards_[first_ + li].read(r));
-      vel[li] = r.values<float>("momentum", d_);  // empty once training has ended
-      if (vel[li].size() != d_ && !(vel[li].empty() && resume_round_ >= train_rounds_))
+      vel[li] = r.values<float>("momentum", d_);
+      if (vel[li].size() != d_ && !(vel[li].empty() && ended))
         r.fail("holds a momentum of " + std::to_string(vel[li].size()) + " elements for a model of " + std::to_string(d_));
+      if (!quasi_global_) continue;
+      prev[li] = r.values<float>("quasi-global momentum's previous model", d_);  // empty before the first step
+      prev_lr[li] = r.f64("quasi-global momentum's previous rate");
+      if ((!prev[li].empty() && prev[li].size() != d_) || (!prev[li].empty() && !(prev_lr[li] > 0 && std::isfinite(prev_lr[li]))))
+        r.fail("holds a quasi-global momentum's previous model of " + std::to_string(prev[li].size()) +
+               " elements at rate " + std::to_string(prev_lr[li]) + " for a model of " + std::to_string(d_));
     }
-    return [this, sh = std::move(sh), vel = std::move(vel)]() mutable {
+    return [this, sh = std::move(sh), vel = std::move(vel), prev = std::move(prev), prev_lr]() mutable {
       for (std::size_t li = 0; li < local_; ++li) {
         shards_[first_ + li] = std::move(sh[li]);
         velocity_[li] = std::move(vel[li]);
+        if (quasi_global_) previous_[li] = std::move(prev[li]), previous_lr_[li] = prev_lr[li];
       }
     };
   }
@@ -261,8 +281,13 @@ class reference_backend {
   std::uint32_t train_rounds_, resume_round_ = 0;
   unsigned bits_;
   nn::sgd opt_;
+  bool quasi_global_;   ///< --momentum-kind quasi-global
+  nn::lr_schedule lr_;  ///< the run's learning rates (quasi-global momentum divides a change by its step's)
   std::vector<shard_sampler> shards_;
-  std::vector<std::vector<float>> velocity_, nesterov_dirs_;
+  std::vector<std::vector<float>> velocity_;  ///< the momentum buffers (the directions themselves: heavy ball)
+  std::vector<std::vector<float>> dirs_;      ///< the directions, where they are not the buffer (Nesterov, quasi-global)
+  std::vector<std::vector<float>> previous_;  ///< quasi-global: each node's model at its previous step
+  std::vector<double> previous_lr_;           ///< quasi-global: the rate of that step
   std::vector<scratch> work_;
   std::vector<nn::workspace> eval_ws_;
   std::vector<double> slowdown_;

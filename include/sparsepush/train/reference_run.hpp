@@ -124,6 +124,7 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
       {"rounds", r.rounds_done},
       {"epochs", epochs},
       {"local_steps", s.local_steps},
+      {"momentum_kind", s.momentum_kind_value()},
       {"outer_lr", s.outer_step() ? summary_value(s.outer_lr_value()) : none},
       {"outer_momentum", s.outer_step() ? summary_value(s.outer_momentum_value()) : none},
       {"target_accuracy", s.target_accuracy ? summary_value(*s.target_accuracy) : none},
@@ -214,6 +215,7 @@ inline std::string reference_header(const run_spec& s, const reference_plan& p, 
                     (s.outer_step() ? detail::format(", outer step lr %g momentum %g", s.outer_lr_value(),
                                                      s.outer_momentum_value()) : std::string()) +
                     (s.tracking ? std::string(", gradient tracking") : std::string()) +
+                    (s.quasi_global() ? std::string(", quasi-global momentum") : std::string()) +
                     (s.target_accuracy ? detail::format("; until %.4g%% node-mean accuracy", 100 * *s.target_accuracy)
                                        : std::string()) +
                     policy + slow + "\n";

@@ -84,6 +84,13 @@ constexpr unsigned bits_of(run_precision p) noexcept { return p == run_precision
 inline constexpr choice_name<loss_recovery> loss_recoveries[] = {{loss_recovery::acknowledged, "ack"},
                                                                  {loss_recovery::none, "none"}};
 
+/// How a node's momentum buffer is built (--momentum-kind): from its own gradients (local), or
+/// from its de-biased model's change over a round, the mixing included (quasi-global).
+enum class momentum_form { local, quasi_global };
+/// --momentum-kind's names.
+inline constexpr choice_name<momentum_form> momentum_forms[] = {{momentum_form::local, "local"},
+                                                                {momentum_form::quasi_global, "quasi-global"}};
+
 /// --eval-reduce's names.
 inline constexpr choice_name<eval_reduction> eval_reductions[] = {{eval_reduction::ordered, "ordered"},
                                                                   {eval_reduction::allreduce, "allreduce"}};

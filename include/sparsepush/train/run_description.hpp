@@ -67,6 +67,7 @@ struct run_spec {
   std::optional<double> dirichlet;         ///< --dirichlet: Dirichlet(alpha) partition instead of --skew
   double momentum = 0.9;                   ///< --momentum
   bool nesterov = false;                   ///< --nesterov
+  std::optional<std::string> momentum_kind;  ///< --momentum-kind: local or quasi-global, local
   double weight_decay = 1e-4;              ///< --weight-decay
   std::uint32_t local_steps = 1;           ///< --local-steps: H optimizer steps per communication round
   std::optional<double> outer_lr;          ///< --outer-lr: the outer step's rate gamma_o, 1 (off)
@@ -161,6 +162,10 @@ struct run_spec {
                  .lo_open = true, .used = written<&run_spec::dirichlet_value>, .shown = written<&run_spec::dirichlet_value>}, s.dirichlet);
     f(field_info{.option = "momentum", .help = "SGD momentum on the numerator", .lo = 0, .hi = 0.999}, s.momentum);
     f(field_info{.option = "nesterov", .help = "Nesterov momentum"}, s.nesterov);
+    f(field_info{.option = "momentum-kind", .help = "local (each node's gradients) or quasi-global (each node's de-biased "
+                 "change over a round, the mixing included: Lin et al. 2021); for the algorithms that send whole models", .choices = names_of(momentum_forms),
+                 .used = written<&run_spec::momentum_kind_value>, .shown = written<&run_spec::momentum_kind_value>,
+                 .omitted_at_default = true}, s.momentum_kind);
     f(field_info{.option = "weight-decay", .help = "L2 weight decay", .lo = 0, .hi = inf}, s.weight_decay);
     f(field_info{.option = "local-steps", .help = "H: optimizer steps each node takes between two communications (a "
                  "round uses H minibatches; --epochs, the learning-rate schedule and --warmup count local steps)",
@@ -339,6 +344,13 @@ struct run_spec {
   }
   /// --loss-recovery's name as the run uses it: ack or none.
   std::string loss_recovery_value() const { return std::string(name_of(loss_recoveries, loss_recovery_mode())); }
+  /// --momentum-kind's name as the run uses it: local or quasi-global (config_error for another).
+  std::string momentum_kind_value() const {
+    return std::string(name_of(momentum_forms, momentum_kind ? choice_of(momentum_forms, *momentum_kind, "momentum-kind")
+                                                             : momentum_form::local));
+  }
+  /// Whether the nodes' momentum is quasi-global (--momentum-kind quasi-global).
+  bool quasi_global() const { return momentum_kind_value() == name_of(momentum_forms, momentum_form::quasi_global); }
   /// --eval-reduce, or ordered; config_error for a name not in eval_reductions.
   eval_reduction eval_reduce_mode() const {
     return eval_reduce ? choice_of(eval_reductions, *eval_reduce, "eval-reduce") : eval_reduction::ordered;

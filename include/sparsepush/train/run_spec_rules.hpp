@@ -156,6 +156,26 @@ inline void check_tracking(const run_spec& s) {
                        "gradients' sum with it (drop --drop-probability)");
 }
 
+/// validate()'s rules on --momentum-kind quasi-global: one lockstep-paced step a round, no tracker.
+inline void check_quasi_global(const run_spec& s) {
+  if (!s.quasi_global()) return;
+  const std::string why = "--momentum-kind quasi-global: ";
+  if (s.info().compresses)
+    throw config_error(why + "--algorithm " + s.algorithm + " compresses its messages, and the buffer, a round's change "
+                       "divided by the learning rate, amplifies their error: it diverged for sp and choco-push top-1% "
+                       "(docs/results/consensus.md); --algorithm " + algorithms_where(&algorithm_info::compresses, false) +
+                       " take it");
+  if (s.local_steps > 1 || s.outer_step())
+    throw config_error(why + "the buffer follows a node's change over a round of one local step, without an outer step "
+                       "(drop --local-steps, --outer-lr and --outer-momentum)");
+  if (s.tracking)
+    throw config_error(why + "the tracker replaces the gradient it would be built against; the two together are not "
+                       "implemented (drop --tracking or the quasi-global momentum)");
+  if (s.policy().kind == wait_kind::asynchronous)
+    throw config_error(why + "divides a round's change by that round's learning rate, which an asynchronous node does not "
+                       "follow (drop --staleness inf)");
+}
+
 /// validate()'s rules on evaluation, outputs, compressors and SCSP's final rounds (given to
 /// another algorithm, a final setting is refused as any unused setting is).
 inline void check_outputs_and_final_rounds(const run_spec& s) {
@@ -221,6 +241,7 @@ inline std::vector<std::string> run_spec::validate(int ranks) const {
   detail::check_settings(*this, ranks);
   detail::check_algorithm(*this, warnings);
   detail::check_tracking(*this);
+  detail::check_quasi_global(*this);
   detail::check_outputs_and_final_rounds(*this);
   if (checkpoint_every > 0 && !checkpoint && !resume) throw config_error("--checkpoint-every needs --checkpoint DIR");
   if (resume_round > 0 && !resume) throw config_error("--resume-round needs --resume DIR");
