@@ -7,6 +7,7 @@ import argparse
 import csv
 import json
 import os
+import re
 
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
@@ -26,6 +27,10 @@ for model in a.models:
         for name in names:
             f = os.path.join(a.out, f"{model}-skew{skew}-{name}")
             if not os.path.exists(f + ".json"):
+                if os.path.exists(f + ".out"):  # a run that stopped: say where it diverged
+                    why = re.search(r"training diverged at round (\d+)", open(f + ".out").read())
+                    if why:
+                        rows.append({"name": name, "diverged": int(why.group(1))})
                 continue
             s = json.load(open(f + ".json"))
             log = [r for r in csv.DictReader(open(f + ".csv")) if r["phase"] == "train"]
@@ -45,6 +50,9 @@ for model in a.models:
         print("| run | gamma_c | round | samples | x SGP's samples | MB sent | SGP's MB / MB | node mean at end | averaged model | gap (points) |")
         print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for r in rows:
+            if "diverged" in r:
+                print(f"| {r['name']} |  | diverged at round {r['diverged']} |  |  |  |  |  |  |  |")
+                continue
             if r["round"] is None:
                 reach = f"not reached (best {r['best']:.1%})"
                 cells = [reach, "", "", "", ""]
