@@ -305,3 +305,117 @@ TEST_CASE("CHOCO-Push gives the same bits on any number of threads and over enco
   REQUIRE(run(2, loopback_mode::encoded) == one);
   (void)x0;
 }
+
+TEST_CASE("CHOCO-Push refuses a message of another size and a corrupted node state, naming them", "[choco_push]") {
+  using node_t = choco_push_node<std::vector<double>>;
+  // node 1 (6 values) sends to node 0 (8 values): the receiver names the sender and both sizes
+  loopback_network net(2);
+  node_t big(vec(8, 1.0), 0, 0.5, 0), small(vec(6, 1.0), 1, 0.5, 0);
+  const out_edge col[2] = {{1, 0.5}, {0, 0.5}};
+  const top_k comp{k_spec::count(2)};
+  small.step_and_compress(comp, 0, {}, 0.0, col);
+  auto ep1 = net.endpoint(1);
+  small.post(ep1, 0);
+  const in_edge row[2] = {{0, 0.5}, {1, 0.5}};
+  auto ep0 = net.endpoint(0);
+  REQUIRE_THROWS_WITH(big.collect(ep0, 0, row),
+                      Catch::Contains("round 0, node 0: the message of node 1 has 6 values, the model 8"));
+  REQUIRE(big.in_links().empty());  // no reference was created for it
+
+  // a node's saved state: x, u, then the out-links and in-links (peer, reference), as save() writes it
+  const vec x(4, 0.5), h(4, 0.25);
+  auto state = [&](std::vector<std::uint32_t> out_peers, double u, double h0) {
+    checkpoint_writer w;
+    w.section("CPND");
+    w.u32(0);
+    w.u64(4);
+    w.values(std::span<const double>(x));
+    w.f64(u);
+    w.u64(out_peers.size());
+    for (const auto p : out_peers) {
+      vec hp = h;
+      hp[2] = h0;
+      w.u32(p);
+      w.values(std::span<const double>(hp));
+    }
+    w.u64(0);
+    return w.finish();
+  };
+  node_t n0(vec(4, 0.0), 0, 0.5, 0);
+  auto read = [&](const std::vector<std::byte>& file) {
+    checkpoint_reader r(file);
+    return n0.read_state(r);
+  };
+  const auto good = read(state({1, 3}, 1.5, 0.25));  // the crafted state is valid as written
+  REQUIRE(good.out.size() == 2);
+  REQUIRE(good.out[1].peer == 3);
+  REQUIRE(good.u == 1.5);
+  REQUIRE_THROWS_WITH(read(state({3, 1}, 1.0, 0.25)), Catch::Contains("links out of order"));
+  REQUIRE_THROWS_WITH(read(state({1, 1}, 1.0, 0.25)), Catch::Contains("links out of order"));
+  REQUIRE_THROWS_WITH(read(state({1}, 1.0, std::nan(""))), Catch::Contains("a NaN, an Inf or a weight <= 0"));
+  REQUIRE_THROWS_WITH(read(state({1}, 0.0, 0.25)), Catch::Contains("a NaN, an Inf or a weight <= 0"));
+  // a link count no file of this size can hold
+  std::vector<std::byte> many;
+  {
+    checkpoint_writer w;
+    w.section("CPND");
+    w.u32(0);
+    w.u64(4);
+    w.values(std::span<const double>(x));
+    w.f64(1.0);
+    w.u64(std::uint64_t{1} << 40);
+    many = w.finish();
+  }
+  REQUIRE_THROWS_WITH(read(many), Catch::Contains("more links than bytes"));
+  REQUIRE(n0.out_links().empty());  // read_state changes nothing
+  REQUIRE(n0.x()[0] == 0.0);
+}
+
+TEST_CASE("CHOCO-Push's final rounds end every node at the average of the numerators", "[choco_push]") {
+  // 16 nodes of the time-varying ring average exactly in 4 rounds: after top-K training rounds the
+  // nodes disagree; 4 identity rounds at gamma_c 1 bring every de-biased model to sum_i x_i / n
+  const least_squares ls(16, 30, 20, 1.0, 41);
+  const auto f = ls.oracle();
+  const auto sched = parse_schedule("time-varying-ring", 16);
+  const std::uint32_t train = 40;
+  const auto plan = final_rounds_for(sched, train, 1e-3, final_rounds_search_limit, 1.0);
+  REQUIRE(plan.exact);
+  choco_push_options o{.consensus_step = 0.5, .compressor = parse_compressor("top-k:3")};
+  choco_push<double> control(start_models(16, 30), sched, o);
+  o.final_from = train;
+  o.final_compressor = identity{};
+  choco_push<double> a(start_models(16, 30), sched, o);
+  for (std::uint32_t t = 0; t < train; ++t) {
+    a.round(t, f, 0.05);
+    control.round(t, f, 0.05);
+  }
+  REQUIRE(a.trains(train - 1));
+  REQUIRE(!a.trains(train));
+  vec avg(30, 0.0);
+  for (std::size_t i = 0; i < 16; ++i)
+    for (std::size_t l = 0; l < 30; ++l) avg[l] += a.node(i).x()[l] / 16.0;
+  const std::uint64_t bytes_before = a.bytes_sent();
+  for (std::uint32_t t = train; t < train + plan.rounds; ++t) {
+    a.round(t, f, 0.05);  // a final round: the oracle is not asked, no local step
+    control.round(t, std::span<const std::span<const double>>(), 0.0);  // the training compressor, no step
+  }
+  double worst = 0, control_worst = 0;
+  for (std::size_t i = 0; i < 16; ++i) {
+    vec m(30), c(30);
+    a.model(i, std::span<double>(m));
+    control.model(i, std::span<double>(c));
+    worst = std::max(worst, max_diff(m, avg));
+    control_worst = std::max(control_worst, max_diff(c, avg));
+  }
+  INFO("with final rounds " << worst << ", without " << control_worst);
+  CHECK(worst < 1e-12);
+  CHECK(control_worst > 1e-3);
+  // whole models: each of the 4 x 16 final messages carries every value
+  CHECK(a.bytes_sent() - bytes_before >= std::uint64_t{64} * 30 * sizeof(double));
+  REQUIRE_THROWS_WITH(choco_push<double>(start_models(4, 10), parse_schedule("time-varying-ring", 4),
+                                         {.final_compressor = parse_compressor("qsgd:16")}),
+                      Catch::Contains("shrinks what it leaves out"));
+  REQUIRE_THROWS_WITH(choco_push<double>(start_models(4, 10), parse_schedule("time-varying-ring", 4),
+                                         {.final_consensus_step = 0.0}),
+                      Catch::Contains("final consensus step"));
+}

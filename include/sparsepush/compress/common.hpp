@@ -187,8 +187,13 @@ inline void check_direction_size(std::size_t given, std::size_t d, const context
 template <tensor_element T>
 void check_local_step(std::span<const T> x, std::span<const T> p, double gamma, const context& ctx) {
   check_direction_size(p.size(), x.size(), ctx);
-  check_finite(p, ctx, "local direction");
   const T gm = static_cast<T>(gamma);
+  // one branch-free pass: a NaN or Inf in p makes x - gamma p non-finite too; the slow scans
+  // below only name the first bad value
+  typename finite_bits<T>::U acc = 0;
+  for (std::size_t l = 0; l < x.size(); ++l) acc |= non_finite_flag<T>(x[l] - gm * p[l]);
+  if (flags_finite<T>(acc)) return;
+  check_finite(p, ctx, "local direction");
   for (std::size_t l = 0; l < x.size(); ++l)
     if (!std::isfinite(x[l] - gm * p[l])) throw_non_finite(double(x[l] - gm * p[l]), l, ctx, "x - gamma p");
 }

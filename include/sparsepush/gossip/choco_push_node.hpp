@@ -119,10 +119,8 @@ class choco_push_node {
   void step_and_compress(const C& comp, std::uint32_t t, std::span<const T> p, double gamma,
                          std::span<const out_edge> column, compress_workspace<T>& ws) {
     const auto xi = x();
-    if (!p.empty()) {
-      const T gm = static_cast<T>(gamma);
-      for (std::size_t l = 0; l < d_; ++l) xi[l] = xi[l] - gm * p[l];
-    }
+    const T gm = static_cast<T>(gamma);
+    bool stepped = p.empty();
     round_ = t;
     self_ = 0.0;
     sent_.clear();
@@ -134,11 +132,22 @@ class choco_push_node {
       if (e.to == id_) continue;
       const std::size_t k = index_of(out_, e.to);
       link& l = out_[k];
-      for (std::size_t j = 0; j < d_; ++j) diff_[j] = xi[j] - l.h[j];
+      if (!stepped) {  // the local step fused with the first out-link's difference: one pass over x
+        for (std::size_t j = 0; j < d_; ++j) {
+          const T v = xi[j] - gm * p[j];
+          xi[j] = v;
+          diff_[j] = v - l.h[j];
+        }
+        stepped = true;
+      } else {
+        for (std::size_t j = 0; j < d_; ++j) diff_[j] = xi[j] - l.h[j];
+      }
       compress_with<T>(comp, std::span<const T>(diff_), l.msg, context{link_seed(e.to), id_, t}, ws);
       for_each_value<T>(l.msg, [&l](std::uint32_t j, T q) { l.h[j] += q; });
       sent_.push_back({k, e.share});
     }
+    if (!stepped)  // no out-link this round
+      for (std::size_t l = 0; l < d_; ++l) xi[l] = xi[l] - gm * p[l];
   }
   /// The same with the node's own compressor workspace.
   template <class C>
@@ -178,9 +187,11 @@ class choco_push_node {
   /// Step 3: x_i <- x_i' + gamma_c (sum_j W[i][j] h[j->i] - sum_r W[r][i] h[i->r]) and u_i likewise.
   /// A NaN or Inf written to x throws non_finite_error naming the node, the round and the first
   /// index once the mix is complete.
-  void mix() {
+  void mix() { mix(gc_); }
+  /// The same with consensus step `gc` in (0, 1] for this round (the final rounds' own).
+  void mix(double gc_round) {
     const auto xi = x();
-    const T gc = static_cast<T>(gc_);
+    const T gc = static_cast<T>(gc_round);
     double u_sum = self_ * u_;
     terms_.clear();  // in-links (ascending sender), then out-links (column order): one pass over d
     for (const auto& env : inbox_.envelopes) {
@@ -190,15 +201,25 @@ class choco_push_node {
     const std::size_t ins = terms_.size();
     for (const auto& [k, share] : sent_) terms_.push_back({out_[k].h.data(), static_cast<T>(share)});
     typename detail::finite_bits<T>::U flags = 0;
-    for (std::size_t j = 0; j < d_; ++j) {
-      T acc = T(0);
-      for (std::size_t m = 0; m < ins; ++m) acc += terms_[m].second * terms_[m].first[j];
-      for (std::size_t m = ins; m < terms_.size(); ++m) acc -= terms_[m].second * terms_[m].first[j];
-      const T v = xi[j] + gc * acc;
-      xi[j] = v;
-      flags |= detail::non_finite_flag<T>(v);
+    // blocks of mix_block values: each term is one vectorized pass over the block (the sum per
+    // value runs in the same order as term by term: in-links, then out-links)
+    T acc[mix_block];
+    for (std::size_t j0 = 0; j0 < d_; j0 += mix_block) {
+      const std::size_t len = std::min(mix_block, d_ - j0);
+      std::fill_n(acc, len, T(0));
+      for (std::size_t m = 0; m < terms_.size(); ++m) {
+        const T s = m < ins ? terms_[m].second : -terms_[m].second;
+        const T* h = terms_[m].first + j0;
+        for (std::size_t j = 0; j < len; ++j) acc[j] += s * h[j];
+      }
+      T* xb = xi.data() + j0;
+      for (std::size_t j = 0; j < len; ++j) {
+        const T v = xb[j] + gc * acc[j];
+        xb[j] = v;
+        flags |= detail::non_finite_flag<T>(v);
+      }
     }
-    u_ = u_ + gc_ * (u_sum - u_);
+    u_ = u_ + gc_round * (u_sum - u_);
     inbox_.clear();
     if (!detail::flags_finite<T>(flags) || !std::isfinite(u_)) throw_mixed_non_finite();
   }
@@ -284,6 +305,8 @@ class choco_push_node {
                                        std::to_string(u_),
                                    "lower --consensus-step or --lr; the round is complete, x keeps the non-finite values");
   }
+
+  static constexpr std::size_t mix_block = 512;  ///< values per block of mix(): 2 KB of float on the stack
 
   Tensor x_;
   std::uint32_t id_;
