@@ -2,8 +2,10 @@
 # time-varying ring (hops 1, 2, 4, 8: exact averaging after 4 rounds) auto runs exactly 4 final
 # rounds; with identity+bf16 each of the 4 x 16 final messages carries d bf16 values (2 d bytes
 # plus a header and an envelope of under 128 bytes), and the node models end close together; on a
-# directed ring of 6 nodes auto runs more rounds and the models end within the tolerance; SP given
-# --final-rounds is refused (exit 2), as any setting the algorithm does not use.
+# directed ring of 6 nodes auto runs more rounds and the models end within the tolerance; CHOCO-Push
+# given --final-rounds auto runs the exact 4 rounds of whole models and its nodes then agree (and
+# none without it); SP given --final-rounds is refused (exit 2), as any setting the algorithm does
+# not use.
 # Usage: cmake -DEXE=exe -DWORK_DIR=dir -P check_final_rounds.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -48,13 +50,39 @@ endif()
 if(div GREATER 0.5)
   message(FATAL_ERROR "after ${k} exact final rounds on the directed ring the divergence is ${div}")
 endif()
+# CHOCO-Push given --final-rounds auto: the same exact 4 rounds on 16 nodes, of whole fp32 models
+# (4 d bytes a message), after which the nodes agree; without it, no final round
+run(${EXE} ${common} --nodes 16 --algorithm choco-push --final-rounds auto --summary ${WORK_DIR}/cp.json)
+file(READ ${WORK_DIR}/cp.json s)
+field("${s}" final_rounds k)
+field("${s}" parameters d)
+field("${s}" bytes_final_phase bytes)
+field("${s}" param_divergence div)
+if(NOT k EQUAL 4)
+  message(FATAL_ERROR "choco-push --final-rounds auto on 16 nodes of the time-varying ring ran ${k} final rounds, not 4")
+endif()
+math(EXPR lo "64 * 4 * ${d}")
+math(EXPR hi "64 * (4 * ${d} + 128)")
+if(bytes LESS lo OR bytes GREATER hi)
+  message(FATAL_ERROR "choco-push's 4 final rounds sent ${bytes} bytes, not within [${lo}, ${hi}] (64 messages of ${d} floats)")
+endif()
+if(div GREATER 0.001)
+  message(FATAL_ERROR "after choco-push's exact final rounds the divergence is ${div}")
+endif()
+run(${EXE} ${common} --nodes 16 --algorithm choco-push --summary ${WORK_DIR}/cp0.json)
+file(READ ${WORK_DIR}/cp0.json s)
+field("${s}" final_rounds k)
+field("${s}" param_divergence div0)
+if(NOT k EQUAL 0 OR NOT div0 GREATER 0.01)
+  message(FATAL_ERROR "choco-push without --final-rounds ran ${k} final rounds, divergence ${div0}")
+endif()
 # --final-rounds with another algorithm: refused as every setting the algorithm does not use is
 execute_process(COMMAND ${EXE} ${common} --nodes 4 --algorithm sp --final-rounds 4 --summary ${WORK_DIR}/sp.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
 if(NOT rc EQUAL 2)
   message(FATAL_ERROR "--algorithm sp --final-rounds 4 exited ${rc}, not 2:\n${out}\n${err}")
 endif()
-string(FIND "${err}" "--final-rounds sets SCSP's final rounds; --algorithm sp has none" at)
+string(FIND "${err}" "--final-rounds sets the final rounds; --algorithm sp has none" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "--algorithm sp --final-rounds 4 was not refused with the reason:\n${err}")
 endif()

@@ -94,7 +94,7 @@ TEST_CASE("quasi-global momentum keeps the nodes as close as no momentum does, w
   CHECK(qg_err < 1e-2);      // and the average still reaches the minimizer
 }
 
-TEST_CASE("--momentum-kind: local by default", "[quasi_global][run_spec]") {
+TEST_CASE("run_spec: the momentum kind is local by default, quasi-global when given", "[quasi_global][run_spec]") {
   run_spec s;
   CHECK(s.momentum_kind_value() == "local");
   CHECK(!s.quasi_global());

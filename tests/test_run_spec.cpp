@@ -75,12 +75,16 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
       {{{"plot", "x.png"}}, "--plot needs --log"},
       {{{"eval-split", "true"}, {"eval-samples", "15"}}, "--eval-split gives each of the 16 nodes its share of the 15 --eval-samples images"},
       {{{"compressor", "qsgd:16"}, {"per-layer", "true"}}, "--per-layer needs a top-k compressor, got qsgd:16"},
-      {{{"algorithm", "sp"}, {"final-eta", "0.5"}}, "--final-eta sets SCSP's final rounds; --algorithm sp has none"},
+      {{{"algorithm", "sp"}, {"final-eta", "0.5"}}, "--final-eta sets the final rounds; --algorithm sp has none"},
       {{{"final-compressor", "top-k:0.1"}}, "--final-rounds auto counts rounds that send whole models"},
       {{{"final-rounds", "4"}, {"final-tolerance", "0.01"}}, "--final-tolerance sets the target of --final-rounds auto"},
       {{{"final-rounds", "0"}}, "--final-rounds must be auto or a count in [1, 4294967295], got 0"},
-      {{{"algorithm", "sp"}, {"final-rounds", "3"}}, "--final-rounds sets SCSP's final rounds; --algorithm sp has none"},
-      {{{"algorithm", "choco"}, {"final-rounds", "auto"}}, "--final-rounds sets SCSP's final rounds; --algorithm choco has none"},
+      {{{"algorithm", "sp"}, {"final-rounds", "3"}}, "--final-rounds sets the final rounds; --algorithm sp has none"},
+      {{{"algorithm", "choco"}, {"final-rounds", "auto"}}, "--final-rounds sets the final rounds; --algorithm choco has none"},
+      {{{"algorithm", "choco-push"}, {"final-eta", "0.5"}}, "--final-eta sets the final rounds; --algorithm choco-push runs them only when --final-rounds gives their count"},
+      {{{"algorithm", "choco-push"}, {"final-rounds", "auto"}, {"tracking", "true"}}, "--final-rounds: a run with --tracking ends without final rounds"},
+      {{{"algorithm", "choco-push"}, {"final-rounds", "auto"}, {"final-compressor", "top-k:0.1"}}, "--final-rounds auto counts rounds that send whole models"},
+      {{{"algorithm", "choco-push"}, {"final-rounds", "4"}, {"final-compressor", "qsgd:16"}}, "shrinks what it leaves out"},
       {{{"checkpoint-every", "5"}}, "--checkpoint-every needs --checkpoint DIR"},
       {{{"resume-round", "5"}}, "--resume-round needs --resume DIR"},
       {{{"resume", "/nonexistent/dir"}}, "--resume"},
@@ -123,6 +127,8 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
   CHECK(refusal({{"algorithm", "dpsgd"}, {"schedule", "undirected-ring"}}).empty());
   CHECK(refusal({{"algorithm", "sp"}, {"staleness", "2"}, {"max-delay", "2"}}).empty());
   CHECK(refusal({{"eval-reduce", "allreduce"}, {"transport", "mpi"}}).empty());
+  CHECK(refusal({{"algorithm", "choco-push"}, {"final-rounds", "auto"}, {"final-eta", "0.5"}}).empty());
+  CHECK(refusal({{"algorithm", "sgp"}, {"momentum-kind", "quasi-global"}, {"nesterov", "true"}}).empty());
   CHECK(refusal({{"straggler", "3:1.0000000001"}}).empty());
   CHECK(refusal({{"transport", "mpi"}, {"nodes", "4"}}, 5).find("more ranks than nodes") != std::string::npos);
   CHECK(refusal({{"transport", "mpi"}, {"nodes", "4"}}, 4).empty());
@@ -231,6 +237,14 @@ TEST_CASE("run_spec: the shown defaults are the values a spec at its defaults us
   CHECK(d.transport_mode() == sp::run_transport::inprocess);
   CHECK(!d.mpi());
   CHECK(d.info().kind == sp::algorithm_kind::scsp);
+  CHECK(d.final_phase());  // SCSP always ends with final rounds; choco-push only when given them
+  sp::run_spec cp;
+  cp.algorithm = "choco-push";
+  CHECK(!cp.final_phase());
+  CHECK(!cp.final_eta_value());
+  cp.final_rounds = "4";
+  CHECK(cp.final_phase());
+  CHECK(*cp.final_eta_value() == 1.0);  // identity's
 }
 
 TEST_CASE("run_spec: choices are enums read through their name tables", "[train][run_spec]") {

@@ -17,7 +17,8 @@
 #   --rates "R..."     uplink rates after the unshaped run (default "1gbit 100mbit 10mbit")
 #   --configs "C..."   sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1 (default: these five),
 #                      sp-top1-hH (SP top-1% with H local steps, e.g. sp-top1-h4),
-#                      sp-top0.1-int8-hH
+#                      sp-top0.1-int8-hH, choco-push-top1, choco-push-top1-int8 (consensus step
+#                      0.5), choco-push-top10-int8, choco-push-top1-hH
 #   --target A         stop each run at the first evaluation whose node-mean accuracy reaches A
 #                      (--target-accuracy; the table then reports the summary's time to it)
 #   --policies "P..."  lockstep overlap async (default: all three; CHOCO runs lockstep only)
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
     --extra) extra="$2"; shift ;;
     --target) target="$2"; shift ;;
     --eval-reduce) eval_reduce="$2"; shift ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (--help lists them)" ;;
   esac
   shift
@@ -68,6 +69,11 @@ config_args() {
     sp-top0.1-int8) echo "--algorithm sp --compressor top-k:0.001+int8" ;;
     scsp-auto-bf16) echo "--algorithm scsp --compressor top-k:0.01 --final-rounds auto --final-compressor identity+bf16" ;;
     choco-top1) echo "--algorithm choco --compressor top-k:0.01" ;;
+    choco-push-top1) echo "--algorithm choco-push --compressor top-k:0.01" ;;
+    choco-push-top1-int8) echo "--algorithm choco-push --compressor top-k:0.01+int8 --consensus-step 0.5" ;;
+    choco-push-top10-int8) echo "--algorithm choco-push --compressor top-k:0.1+int8" ;;
+    choco-push-top1-h[1-9]*) [[ "${1#choco-push-top1-h}" =~ ^[1-9][0-9]{0,3}$ ]] || return 1
+                             echo "--algorithm choco-push --compressor top-k:0.01 --local-steps ${1#choco-push-top1-h}" ;;
     sp-top1-h[1-9]*) [[ "${1#sp-top1-h}" =~ ^[1-9][0-9]{0,3}$ ]] || return 1
                      echo "--algorithm sp --compressor top-k:0.01 --local-steps ${1#sp-top1-h}" ;;
     sp-top0.1-int8-h[1-9]*) [[ "${1#sp-top0.1-int8-h}" =~ ^[1-9][0-9]{0,3}$ ]] || return 1
@@ -84,7 +90,7 @@ policy_args() {
   esac
 }
 for c in $configs; do
-  config_args "$c" >/dev/null || die "unknown config '$c' (sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1 sp-top1-hH sp-top0.1-int8-hH)"
+  config_args "$c" >/dev/null || die "unknown config '$c' (sgp sp-top1 sp-top0.1-int8 scsp-auto-bf16 choco-top1 sp-top1-hH sp-top0.1-int8-hH choco-push-top1 choco-push-top1-int8 choco-push-top10-int8 choco-push-top1-hH)"
 done
 if [ -n "$target" ]; then
   python3 -c "import sys; a = float(sys.argv[1]); sys.exit(0 if 0 < a <= 1 else 1)" "$target" 2>/dev/null ||
@@ -118,7 +124,7 @@ for rate in none $rates; do
   for skew in $skews; do
     for c in $configs; do
       for p in $policies; do
-        [ "$c" = choco-top1 ] && [ "$p" != lockstep ] && continue  # CHOCO refuses the policies
+        [[ "$c" == choco* ]] && [ "$p" != lockstep ] && continue  # CHOCO and CHOCO-Push refuse the policies
         name="$rate-$c-$p-skew$skew"
         # shellcheck disable=SC2046,SC2086
         args=(--transport mpi --nodes "$nodes" --model "$model" --epochs "$epochs" --skew "$skew"

@@ -368,8 +368,9 @@ class GossipOptimizer(torch.optim.Optimizer):
         return loss
 
     def finish(self):
-        """SCSP's final rounds (no local step) and every message in flight mixed; the parameters hold
-        the node's final model. Every node calls it. Returns the final rounds run."""
+        """The final rounds (SCSP's, or choco-push's given final_rounds; no local step) and every
+        message in flight mixed; the parameters hold the node's final model. Every node calls it.
+        Returns the final rounds run."""
         self._gossip("finish")
         if self._mpi is not None:
             self._mpi.finish()

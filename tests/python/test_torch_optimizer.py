@@ -161,6 +161,23 @@ def test_scsp_finish_brings_the_nodes_together():
     assert out[0][2]["rounds"] == 10 + out[0][3]
 
 
+@pytest.mark.parametrize("final", [None, "auto"])
+def test_choco_push_finish_runs_final_rounds_only_when_given(final):
+    n = 4
+    opts = {"algorithm": "choco-push", "compressor": "top-k:0.05"}
+    if final:
+        opts["final_rounds"] = final
+    out = train_nodes(spt.Loopback(n), n, 10, opts, finish=True)
+    models = torch.stack([f for f, _, _, _ in out])
+    spread = float((models - models.mean(0)).abs().max())
+    if final:  # 4 nodes of the time-varying ring average exactly in 2 rounds of whole models
+        assert out[0][3] == 2 and out[0][2]["final_rounds"] == 2
+        assert spread < 1e-5
+    else:
+        assert out[0][3] == 0
+        assert spread > 1e-3
+
+
 def expect(exc, match, fn):
     with pytest.raises(exc, match=match):
         fn()

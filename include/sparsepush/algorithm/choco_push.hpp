@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,6 +41,12 @@ struct basic_choco_push_options {
   /// carry the change since the start and not the model. The nodes of this process must then be
   /// given equal models (config_error otherwise); over MPI every rank must give the same one.
   bool common_start = false;
+  /// Final rounds from this phase round on (none by default): no local step, final_compressor
+  /// and final_consensus_step instead (identity and 1: push-sum averaging of the models, which the
+  /// links' references follow, so that the nodes end at the average).
+  std::uint32_t final_from = std::numeric_limits<std::uint32_t>::max();
+  C final_compressor = detail::default_compressor<C>();  ///< C of the final rounds
+  double final_consensus_step = 1.0;  ///< gamma_c of the final rounds, in (0, 1]
 };
 
 /// Settings of a CHOCO-Push run over the runtime-chosen compressor.
@@ -95,9 +102,12 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
                       "CHOCO-Push needs every message delivered (both ends of a link keep its reference, which a lost "
                       "message would set apart): run it on a network without loss");
     if constexpr (std::is_same_v<C, any_compressor>)
-      if (const auto why = not_contracting(opt_.compressor); !why.empty())
-        throw config_error("CHOCO-Push needs a compressor that shrinks what it leaves out (top-k, threshold, sign, "
-                           "biased random-k, +int8): " + why);
+      for (const auto* c : {&opt_.compressor, &opt_.final_compressor})
+        if (const auto why = not_contracting(*c); !why.empty())
+          throw config_error("CHOCO-Push needs a compressor that shrinks what it leaves out (top-k, threshold, sign, "
+                             "biased random-k, +int8): " + why);
+    if (!(opt_.final_consensus_step > 0.0 && opt_.final_consensus_step <= 1.0))
+      throw config_error("CHOCO-Push final consensus step must be in (0, 1], got " + std::to_string(opt_.final_consensus_step));
     std::shared_ptr<const std::vector<T>> start;
     if (opt_.common_start) {
       const auto s0 = as_const_span(x0[0]);
@@ -117,17 +127,23 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
   }
 
  public:
-  /// One round t with learning rate gamma: the oracle gets xh_i (worker w's buffer) and writes p_i
-  /// into a buffer of node i.
+  /// One round t with learning rate gamma: the oracle gets xh_i (x_i itself where u_i is exactly 1,
+  /// else worker w's buffer) and writes p_i into a buffer of node i; a final round asks no oracle.
   void round(std::uint32_t t, const gradient_oracle<T>& oracle, double gamma) {
+    if (!trains(t)) return round(t, std::span<const std::span<const T>>(), gamma);  // a final round: no gradient
     const std::size_t n = nodes_.size();
     if (g_.size() != n) {
       g_.assign(n, std::vector<T>(d_));
       xh_.assign(pool_.size(), std::vector<T>(d_));
     }
     pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
-      nodes_[i].debiased(std::span<T>(xh_[w]));
-      oracle(first_ + static_cast<std::uint32_t>(i), t, xh_[w], g_[i]);
+      const auto id = first_ + static_cast<std::uint32_t>(i);
+      if (nodes_[i].u() == 1.0) {  // x / u is x itself (a regular schedule keeps u at 1): no copy
+        oracle(id, t, nodes_[i].x(), g_[i]);
+      } else {
+        nodes_[i].debiased(std::span<T>(xh_[w]));
+        oracle(id, t, xh_[w], g_[i]);
+      }
     });
     views_.assign(g_.begin(), g_.end());
     round(t, std::span<const std::span<const T>>(views_), gamma);
@@ -136,6 +152,18 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
   /// One round t with the local directions p_i computed by the caller, one per node this process
   /// runs (none: a round without local step). Everything is checked before any node changes.
   void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma) {
+    round(t, directions, gamma, t, false);
+  }
+  /// The same as phase round `phase` (the trainer's count, which differs from t after a target
+  /// stopped training early): from options().final_from on, a final round (no local step, the
+  /// final compressor and consensus step). Lockstep rounds wait for every envelope anyway, so
+  /// `wait_all` changes nothing.
+  void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma, std::uint32_t phase,
+             bool /*wait_all*/) {
+    const bool last = !trains(phase);
+    if (last) directions = {};
+    const C& comp = last ? opt_.final_compressor : opt_.compressor;
+    const double gc = last ? opt_.final_consensus_step : opt_.consensus_step;
     const std::size_t n = nodes_.size();
     if (!directions.empty() && directions.size() != n)
       throw size_error("round " + std::to_string(t) + ": " + std::to_string(directions.size()) +
@@ -148,14 +176,12 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
           const auto id = first_ + static_cast<std::uint32_t>(i);
           sched_.out_edges(t, id, cols_[i]);
           in_edges_of(sched_, t, id, rows_[i]);
-          nodes_[i].check(t, opt_.compressor, dir(i), gamma, cols_[i], total);
+          nodes_[i].check(t, comp, dir(i), gamma, cols_[i], total);
         },
-        [&](std::size_t i, std::size_t w) {
-          nodes_[i].step_and_compress(opt_.compressor, t, dir(i), gamma, cols_[i], ws_[w]);
-        },
+        [&](std::size_t i, std::size_t w) { nodes_[i].step_and_compress(comp, t, dir(i), gamma, cols_[i], ws_[w]); },
         [&](std::size_t i, auto& ep) { nodes_[i].post(ep, t); },
         [&](std::size_t i, auto& ep) { nodes_[i].collect(ep, t, rows_[i]); },
-        [&](std::size_t i, std::size_t) { nodes_[i].mix(); });
+        [&](std::size_t i, std::size_t) { nodes_[i].mix(gc); });
   }
 
   /// Checkpoint this process's nodes, every link reference, and its network's byte ledger
@@ -164,8 +190,10 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
   /// Restore what save() wrote: every node and the ledger, or nothing (checkpoint_error).
   void restore(checkpoint_reader& r) { this->restore_block(r, "CHPU", "CHOCO-Push"); }
 
-  /// Every CHOCO-Push round trains.
-  bool trains(std::uint32_t) const noexcept { return true; }
+  /// Does phase round `phase` take a local step (it comes before the final rounds)?
+  bool trains(std::uint32_t phase) const noexcept { return phase < opt_.final_from; }
+  /// The settings the run was built with.
+  const options_type& options() const noexcept { return opt_; }
   /// Node i's de-biased model x_i / u_i, as the tensor type.
   tensor_type model(std::size_t i) const {
     tensor_type out = nodes_.at(i).tensor();

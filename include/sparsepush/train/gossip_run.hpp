@@ -6,8 +6,8 @@
 //   p_i = xh_i - model_i,   x_i' = x_i - p_i,
 // then runs round t's compression and mix (docs/design/algorithms.md, Sparse-Push steps 2-3; CHOCO-SGD's and
 // the all-reduce's rounds likewise) and writes the new xh_i back into the buffer. finish() runs
-// SCSP's uncompressed final rounds (the count --final-rounds gives, or auto's at the round they
-// start) and mixes what a waiting policy left in flight. save()/restore() carry everything a
+// the final rounds (SCSP's, or choco-push's given --final-rounds: the count it gives, or auto's at
+// the round they start) and mixes what a waiting policy left in flight. save()/restore() carry everything a
 // resumed loop needs to continue bit for bit: the round, x, u, e, the policy's expectations and
 // the byte ledger (the caller saves its optimizer's state beside it).
 #pragma once
@@ -30,7 +30,7 @@ template <class Net = void>
 class gossip_run {
  public:
   /// Rounds of the training phase as the phase schedule counts them: step() may run this many.
-  /// finish() runs SCSP's final rounds as phase rounds from here on, whatever round they are
+  /// finish() runs the final rounds as phase rounds from here on, whatever round they are
   /// (the schedule and the compressors' random streams keep counting the rounds themselves).
   static constexpr std::uint32_t training_rounds = 1u << 31;
 
@@ -48,8 +48,8 @@ class gossip_run {
       if (x0[k].size() != x0[0].size())
         throw size_error("node " + std::to_string(k) + "'s model has " + std::to_string(x0[k].size()) +
                          " parameters, node 0's " + std::to_string(x0[0].size()));
-    // SCSP's phases: the training phase, then final rounds as many as any finish() may run
-    run_layout layout{.train_rounds = training_rounds, .final_rounds = s.info().final_rounds ? training_rounds - 1 : 0,
+    // the training phase, then (SCSP, choco-push given --final-rounds) as many final rounds as any finish() may run
+    run_layout layout{.train_rounds = training_rounds, .final_rounds = s.final_phase() ? training_rounds - 1 : 0,
                       .layer_offsets = std::move(layer_offsets)};
     alg_ = make_run_algorithm<Net>(s, std::move(x0), layout, net);
     std::visit([&](auto& a) { local_ = a->num_nodes(); dim_ = a->dim(); }, alg_);
@@ -103,7 +103,7 @@ class gossip_run {
     ++round_;
   }
 
-  /// SCSP's final rounds (no local step), then a drain of every envelope in flight, and the final
+  /// The final rounds (no local step), then a drain of every envelope in flight, and the final
   /// de-biased models into `models`. Collective over the processes of the run. A second call only
   /// writes the models. Returns the final rounds run.
   std::uint32_t finish(std::span<const std::span<float>> models) {
@@ -210,14 +210,14 @@ class gossip_run {
 
   template <class A>
   void finish_with(A& a) {
-    if constexpr (requires { a.phases(); a.drain(); }) {
-      if (spec_.info().final_rounds) {
+    if constexpr (requires { a.round(round_, std::span<const std::span<const float>>(), 0.0, training_rounds, true); }) {
+      if (spec_.final_phase()) {  // SCSP's, or choco-push's given --final-rounds
         final_rounds_ = final_rounds_of(spec_, a.mixing_schedule(), round_).rounds;
         for (std::uint32_t j = 0; j < final_rounds_; ++j, ++round_)
           a.round(round_, std::span<const std::span<const float>>(), 0.0, training_rounds + j, true);
       }
-      a.drain();
     }
+    if constexpr (requires { a.drain(); }) a.drain();
   }
 
   run_spec spec_;

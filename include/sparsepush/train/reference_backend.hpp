@@ -62,7 +62,7 @@ struct reference_plan {
 /// round count past 32 bits or a warm-up longer than training.
 inline reference_plan plan_reference_run(const run_spec& s, const labelled_images& train) {
   const std::size_t n = s.nodes;
-  const bool scsp = s.info().final_rounds;
+  const bool scsp = s.final_phase();
   reference_plan p;
   p.parts = s.dirichlet ? partition_dirichlet(train.labels, n, *s.dirichlet, s.seed)
                         : partition_skewed(train.labels, n, s.skew_value(), s.seed);

@@ -85,7 +85,7 @@ inline summary_value reference_summary(const run_spec& s, const train_result& r,
   for (const straggler& st : s.stragglers())
     slowed.push_back(obj{{"nodes", summary_value::array{st.first, st.last}}, {"factor", st.factor}});
   const summary_value slow = slowed.empty() ? summary_value(nullptr) : summary_value(std::move(slowed));
-  const bool scsp = s.info().final_rounds, graph = s.info().graph, bounded = scsp && s.final_rounds_auto() && s.drop_value() == 0;
+  const bool scsp = s.final_phase(), graph = s.info().graph, bounded = scsp && s.final_rounds_auto() && s.drop_value() == 0;
   const unsigned bits = s.bits_value(), b = bits ? bits : 32;
   const auto one = net.profile(s.batch * n, b), per = net.profile(s.batch, b);
   auto profile = [](std::size_t batch, const nn::device_profile& d) {
@@ -219,10 +219,10 @@ inline std::string reference_header(const run_spec& s, const reference_plan& p, 
                     (s.target_accuracy ? detail::format("; until %.4g%% node-mean accuracy", 100 * *s.target_accuracy)
                                        : std::string()) +
                     policy + slow + "\n";
-  if (!s.info().final_rounds) return out;
+  if (!s.final_phase()) return out;
   const double final_eta = *s.final_eta_value();
-  out += detail::format("sparsepush-train: SCSP's last %u rounds gossip with %s, eta %g", p.final_rounds,
-                        s.final_compressor_spec().c_str(), final_eta);
+  out += detail::format("sparsepush-train: %s last %u rounds gossip with %s, %s %g", s.info().final_rounds ? "SCSP's" : "the",
+                        p.final_rounds, s.final_compressor_spec().c_str(), s.info().eta ? "eta" : "consensus step", final_eta);
   const auto v = whole_model_values(parse_compressor(s.final_compressor_spec())).value_or(value_encoding::native);
   const char* rounding = v == value_encoding::native || v == value_encoding::f32 || v == value_encoding::f64
                              ? "" : ", before the values' rounding";  // a value encoding below the model's precision
@@ -267,7 +267,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
                                 run_clock::time_point start = run_clock::now()) {
   const std::size_t d = model.num_params(), local = group.local_nodes();
   const std::uint32_t first = group.first_node();
-  const bool root = group.rank() == 0, scsp = s.info().final_rounds;
+  const bool root = group.rank() == 0, scsp = s.final_phase();
   const std::uint32_t rounds = p.rounds(), train_rounds = p.train_rounds;
   auto say = [&](const std::string& t) { if (io.out) io.out(t); };
   auto warn = [&](const std::string& t) { if (io.err) io.err(t); };

@@ -87,8 +87,13 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
   any_compressor comp = parse_compressor(s.compressor_spec());
   if (a.kind == algorithm_kind::choco_push) {
     if (s.per_layer) comp = per_layer_compressor(comp, layout.layer_offsets, x0[0].size());
-    const choco_push_options co{.consensus_step = s.consensus_step_value(), .compressor = comp,
-                                .threads = s.threads_value(), .seed = s.seed, .common_start = layout.common_start};
+    choco_push_options co{.consensus_step = s.consensus_step_value(), .compressor = comp,
+                          .threads = s.threads_value(), .seed = s.seed, .common_start = layout.common_start};
+    if (s.final_phase()) {  // --final-rounds: the rounds from the layout's train_rounds on
+      co.final_from = layout.train_rounds;
+      co.final_compressor = parse_compressor(s.final_compressor_spec());
+      co.final_consensus_step = *s.final_eta_value();
+    }
     using choco_push_t = choco_push<float, any_compressor, any_schedule, net_t>;
     if (s.tracking) return make_tracking<choco_push<float, any_compressor, any_schedule, loopback_network>>(std::move(x0), sched, co);
     if constexpr (std::is_void_v<Net>) return std::make_unique<choco_push_t>(std::move(x0), sched, co);

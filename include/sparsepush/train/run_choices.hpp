@@ -46,6 +46,7 @@ struct algorithm_info {
   bool eta = true;              ///< it takes SP's consensus step --eta (CHOCO-Push mixes with gamma_c only)
   bool per_layer = true;        ///< it takes per-layer top-K
   bool final_rounds = false;    ///< it ends with SCSP's uncompressed gossip rounds
+  bool final_rounds_on_request = false;  ///< it ends with them when --final-rounds is given (choco-push)
   bool inprocess_only = false;  ///< it runs in one process only
   bool tracking = false;        ///< it can track gradients (--tracking: a second instance carries y)
   bool contracting = false;     ///< its compressor must shrink what it leaves out (no QSGD: not_contracting)
@@ -61,7 +62,7 @@ inline constexpr algorithm_info run_algorithms[] = {
     {.kind = algorithm_kind::choco, .name = "choco", .symmetric = true, .keeps_neighbour_copies = true,
      .consensus_step = true, .per_layer = false},
     {.kind = algorithm_kind::choco_push, .name = "choco-push", .keeps_neighbour_copies = true, .consensus_step = true,
-     .eta = false, .tracking = true, .contracting = true},
+     .eta = false, .final_rounds_on_request = true, .tracking = true, .contracting = true},
     {.kind = algorithm_kind::centralized, .name = "centralized", .graph = false, .compresses = false, .per_layer = false,
      .inprocess_only = true},
 };

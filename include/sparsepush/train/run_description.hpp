@@ -130,7 +130,7 @@ struct run_spec {
                  .shown = written<&run_spec::compressor_spec>}, s.compressor);
     f(field_info{.option = "eta", .gossip = true, .help = "consensus step in (0, 1] (default from the compressor: 0.02 at top-1%, 0.1 at "
                  "top-10%, 1 for identity)", .lo = 0, .hi = 1, .lo_open = true, .used = written<&run_spec::eta_value>}, s.eta);
-    f(field_info{.option = "final-rounds", .gossip = true, .help = "SCSP: gossip rounds at the end, a count or auto: the fewest that bring "
+    f(field_info{.option = "final-rounds", .gossip = true, .help = "SCSP (choco-push: only if given): gossip rounds at the end, a count or auto: the fewest that bring "
                  "every node within --final-tolerance of the average, computed from the schedule (the exact count where the "
                  "graph averages exactly: 4 for 16 nodes on the default time-varying ring)", .key = "final",
                  .used = written<&run_spec::final_rounds_spec>, .shown = written<&run_spec::final_rounds_spec>}, s.final_rounds);
@@ -138,8 +138,8 @@ struct run_spec {
                  "top-k:0.1+int8 (identity: exact)",
                  .used = [](const run_spec& r) { return settings_spec(r.final_compressor_spec()); },
                  .shown = written<&run_spec::final_compressor_spec>}, s.final_compressor);
-    f(field_info{.option = "final-eta", .gossip = true, .help = "SCSP: consensus step of the final rounds in (0, 1] (default from the "
-                 "final compressor)", .lo = 0, .hi = 1, .lo_open = true,  // -1: an algorithm without final rounds
+    f(field_info{.option = "final-eta", .gossip = true, .help = "SCSP: consensus step of the final rounds in (0, 1] (choco-push: their "
+                 "gamma_c; default from the final compressor)", .lo = 0, .hi = 1, .lo_open = true,  // -1: an algorithm without final rounds
                  .used = [](const run_spec& r) { return run_settings::exact(r.final_eta_value().value_or(-1)); }}, s.final_eta);
     f(field_info{.option = "final-tolerance", .gossip = true, .help = "SCSP with --final-rounds auto: every de-biased model ends within this "
                  "fraction of the largest distance to the average at the start of the final rounds", .lo = 1e-12, .hi = 0.5,
@@ -320,9 +320,11 @@ struct run_spec {
   }
   /// --final-compressor, or identity.
   std::string final_compressor_spec() const { return final_compressor.value_or("identity"); }
-  /// SCSP's final eta; other algorithms have none (the fingerprint writes -1 for it).
+  /// Whether the run ends with final rounds: SCSP's, or choco-push's when --final-rounds is given.
+  bool final_phase() const { return info().final_rounds || (info().final_rounds_on_request && final_rounds); }
+  /// The final rounds' eta (choco-push: their consensus step); none without them (the fingerprint writes -1).
   std::optional<double> final_eta_value() const {
-    if (!info().final_rounds) return std::nullopt;
+    if (!final_phase()) return std::nullopt;
     return final_eta ? *final_eta : default_eta(parse_compressor(final_compressor_spec()));
   }
   /// --final-tolerance, or 1e-3.

@@ -176,8 +176,9 @@ inline void check_quasi_global(const run_spec& s) {
                        "follow (drop --staleness inf)");
 }
 
-/// validate()'s rules on evaluation, outputs, compressors and SCSP's final rounds (given to
-/// another algorithm, a final setting is refused as any unused setting is).
+/// validate()'s rules on evaluation, outputs, compressors and the final rounds (SCSP's, and
+/// choco-push's given --final-rounds; given to another algorithm, a final setting is refused as
+/// any unused setting is).
 inline void check_outputs_and_final_rounds(const run_spec& s) {
   if (s.eval_reduce && !s.mpi())
     throw config_error("--eval-reduce: how an evaluation sums the models over MPI ranks; --transport inprocess runs every "
@@ -190,17 +191,24 @@ inline void check_outputs_and_final_rounds(const run_spec& s) {
   const any_compressor comp = parse_compressor(s.compressor_spec());  // a bad spec is a config_error now
   if (s.per_layer && !std::holds_alternative<top_k>(comp.get()))
     throw config_error("--per-layer needs a top-k compressor, got " + s.compressor_spec());
-  if (!s.info().final_rounds) {
+  if (!s.final_phase()) {
     for (const auto& [option, given] : {std::pair{"--final-rounds", s.final_rounds.has_value()},
                                         std::pair{"--final-compressor", s.final_compressor.has_value()},
                                         std::pair{"--final-eta", s.final_eta.has_value()},
                                         std::pair{"--final-tolerance", s.final_tolerance.has_value()}})
       if (given)
-        throw config_error(std::string(option) + " sets SCSP's final rounds; --algorithm " + s.algorithm +
-                           " has none (use --algorithm scsp)");
+        throw config_error(std::string(option) + " sets the final rounds; --algorithm " + s.algorithm +
+                           (s.info().final_rounds_on_request ? " runs them only when --final-rounds gives their count (N or auto)"
+                                                             : " has none (use --algorithm scsp or choco-push)"));
     return;
   }
+  if (s.tracking)
+    throw config_error("--final-rounds: a run with --tracking ends without final rounds in this version (drop one)");
   const any_compressor final_comp = parse_compressor(s.final_compressor_spec());
+  if (s.info().contracting)
+    if (const auto why = not_contracting(final_comp); !why.empty())
+      throw config_error("--final-compressor " + s.final_compressor_spec() + ": --algorithm " + s.algorithm +
+                         " needs a compressor that shrinks what it leaves out: " + why);
   if (s.final_rounds_auto() && !whole_model_values(final_comp))
     throw config_error("--final-rounds auto counts rounds that send whole models (identity, or identity+fp16, +bf16 or "
                        "+int8); --final-compressor " + s.final_compressor_spec() +
