@@ -419,3 +419,29 @@ TEST_CASE("CHOCO-Push's final rounds end every node at the average of the numera
                                          {.final_consensus_step = 0.0}),
                       Catch::Contains("final consensus step"));
 }
+
+TEST_CASE("CHOCO-Push resumed inside its final rounds continues bit for bit", "[choco_push]") {
+  const least_squares ls(8, 12, 10, 1.0, 43);
+  const auto f = ls.oracle();
+  const auto x0 = start_models(8, 12);
+  const auto sched = parse_schedule("random:1", 8, 5);  // directed: u != 1
+  choco_push_options o{.consensus_step = 0.5, .compressor = parse_compressor("top-k:3")};
+  o.final_from = 20;
+  o.final_compressor = identity{};
+  choco_push<double> a(x0, sched, o);
+  for (std::uint32_t t = 0; t < 22; ++t) a.round(t, f, 0.05);  // two final rounds done
+  choco_push<double> b(x0, sched, o);
+  test::save_and_restore(a, b);
+  for (std::uint32_t t = 22; t < 30; ++t) {
+    a.round(t, f, 0.05);
+    b.round(t, f, 0.05);
+  }
+  bool u_moved = false;
+  for (std::size_t i = 0; i < 8; ++i) {
+    REQUIRE(vec(a.node(i).x().begin(), a.node(i).x().end()) == vec(b.node(i).x().begin(), b.node(i).x().end()));
+    REQUIRE(a.node(i).u() == b.node(i).u());
+    u_moved = u_moved || a.node(i).u() != 1.0;
+  }
+  REQUIRE(u_moved);
+  REQUIRE(a.bytes_sent() == b.bytes_sent());
+}

@@ -3,9 +3,9 @@
 # node-mean test accuracy (each node's own de-biased model on its share of the evaluation images,
 # --eval-split) first reaches TARGET, and the gap between the averaged model and the node mean at
 # the end, for SGP, SP, SCSP, CHOCO (undirected ring) and CHOCO-Push with and without gradient
-# tracking and quasi-global momentum (-qg). 16 nodes in one process, seed 3, 3 epochs, an
-# evaluation every 5 rounds (every node's model and the averaged model), label skew 0, 0.5 and
-# 0.8; the time-varying ring except for CHOCO.
+# tracking, with final rounds (-final) and with quasi-global momentum (-qg). 16 nodes in one
+# process, seed 3, 3 epochs, an evaluation every 5 rounds (every node's model and the averaged
+# model), label skew 0, 0.5 and 0.8; the time-varying ring except for CHOCO.
 # Every summary and log is kept under OUT; a run whose summary exists is not run again.
 # Usage: bash bench/consensus/run.sh [build-dir] [out-dir] [models] [target]
 #   models: mlp (default), or "mlp cnn"
@@ -33,6 +33,7 @@ configs=(
   "sgp-tracking|--algorithm sgp --tracking"
   "choco-push-tracking|--algorithm choco-push --tracking"
   "choco-push-top10-int8-tracking|--algorithm choco-push --compressor top-k:0.1+int8 --tracking"
+  "choco-push-top10-int8-final|--algorithm choco-push --compressor top-k:0.1+int8 --final-rounds auto"
   "sgp-qg|--algorithm sgp --momentum-kind quasi-global"
   "sp-qg|--algorithm sp --momentum-kind quasi-global"
   "choco-push-qg|--algorithm choco-push --momentum-kind quasi-global"

@@ -18,7 +18,7 @@ a = p.parse_args()
 
 names = ["sgp", "sp", "scsp", "choco", "choco-push", "choco-push-0.5", "choco-push-int8-0.5", "choco-push-top10-int8",
          "sgp-tracking",
-         "choco-push-tracking", "choco-push-top10-int8-tracking",
+         "choco-push-tracking", "choco-push-top10-int8-tracking", "choco-push-top10-int8-final",
          "sgp-qg", "sp-qg", "choco-push-qg", "choco-push-top10-int8-qg"]
 print(f"machine: {a.machine}\n")
 for model in a.models:
