@@ -260,7 +260,7 @@ class reference_backend {
       if (!quasi_global_) continue;
       prev[li] = r.values<float>("quasi-global momentum's previous model", d_);  // empty before the first step
       prev_lr[li] = r.f64("quasi-global momentum's previous rate");
-      if ((!prev[li].empty() && prev[li].size() != d_) || (!prev[li].empty() && !(prev_lr[li] > 0 && std::isfinite(prev_lr[li]))))
+      if (!prev[li].empty() && (prev[li].size() != d_ || !(prev_lr[li] > 0 && std::isfinite(prev_lr[li]))))
         r.fail("holds a quasi-global momentum's previous model of " + std::to_string(prev[li].size()) +
                " elements at rate " + std::to_string(prev_lr[li]) + " for a model of " + std::to_string(d_));
     }

@@ -346,13 +346,14 @@ struct run_spec {
   }
   /// --loss-recovery's name as the run uses it: ack or none.
   std::string loss_recovery_value() const { return std::string(name_of(loss_recoveries, loss_recovery_mode())); }
-  /// --momentum-kind's name as the run uses it: local or quasi-global (config_error for another).
-  std::string momentum_kind_value() const {
-    return std::string(name_of(momentum_forms, momentum_kind ? choice_of(momentum_forms, *momentum_kind, "momentum-kind")
-                                                             : momentum_form::local));
+  /// --momentum-kind, or local; config_error for a name not in momentum_forms.
+  momentum_form momentum_kind_mode() const {
+    return momentum_kind ? choice_of(momentum_forms, *momentum_kind, "momentum-kind") : momentum_form::local;
   }
+  /// --momentum-kind's name as the run uses it: local or quasi-global.
+  std::string momentum_kind_value() const { return std::string(name_of(momentum_forms, momentum_kind_mode())); }
   /// Whether the nodes' momentum is quasi-global (--momentum-kind quasi-global).
-  bool quasi_global() const { return momentum_kind_value() == name_of(momentum_forms, momentum_form::quasi_global); }
+  bool quasi_global() const { return momentum_kind_mode() == momentum_form::quasi_global; }
   /// --eval-reduce, or ordered; config_error for a name not in eval_reductions.
   eval_reduction eval_reduce_mode() const {
     return eval_reduce ? choice_of(eval_reductions, *eval_reduce, "eval-reduce") : eval_reduction::ordered;
