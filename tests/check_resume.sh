@@ -7,6 +7,10 @@
 #                                        directed time-varying schedule (link references, trackers)
 #   check_resume.sh quasi-global EXE DIR the kill case for SGP with quasi-global Nesterov momentum
 #                                        (each node's previous model and rate)
+#   check_resume.sh policy EXE DIR       the kill case for CHOCO-Push under --staleness 2 with its
+#                                        delays on a directed time-varying schedule (a checkpoint
+#                                        drains what is in flight, so the uninterrupted run
+#                                        checkpoints at the same rounds)
 #   check_resume.sh mpi EXE DIR MPIRUN.. the same with 3 ranks under mpirun (the whole job killed)
 #   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint (a QSGD
 #                                        stream among the settings), or a missing one, is exit
@@ -17,11 +21,18 @@
 set -euo pipefail
 mode="$1"; exe="$2"; dir="$3"; shift 3
 launcher=("$@")
+full_extra=() resume_extra=()  # what the uninterrupted run and the resumes add
 args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm scsp --final-rounds 4
       --drop-probability 0.1 --eval-every 9)
 if [ "$mode" = tracking ]; then
   args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm choco-push --tracking --schedule random:1
         --eval-every 9)
+  mode=kill
+elif [ "$mode" = policy ]; then
+  args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm choco-push --compressor top-k:0.05
+        --staleness 2 --schedule random:1 --eval-every 9)
+  full_extra=(--checkpoint "$dir/ck-full" --checkpoint-every 5)
+  resume_extra=(--checkpoint-every 5)
   mode=kill
 elif [ "$mode" = quasi-global ]; then
   args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm sgp --momentum-kind quasi-global --nesterov
@@ -60,7 +71,7 @@ case "$mode" in
     run=("$exe")
     extra=()
     if [ "$mode" = mpi ]; then run=("${launcher[@]}" -n 3 "$exe"); extra=(--transport mpi); fi
-    "$exe" "${args[@]}" --summary "$dir/full.json" --log "$dir/full.csv" > /dev/null
+    "$exe" "${args[@]}" "${full_extra[@]}" --summary "$dir/full.json" --log "$dir/full.csv" > /dev/null
     # the run to kill: checkpoints every 5 rounds; killed (the whole process group) as soon as the
     # first manifest exists, which may be in the middle of writing the next checkpoint
     setsid "${run[@]}" "${args[@]}" "${extra[@]}" --checkpoint "$dir/ck" --checkpoint-every 5 \
@@ -78,15 +89,16 @@ case "$mode" in
     kill_session "$pid"  # anything that was starting up
     [ ! -s "$dir/killed.json" ] || fail "the run finished before it was killed; nothing was tested"
     ls "$dir/ck"
-    "${run[@]}" "${args[@]}" "${extra[@]}" --resume "$dir/ck" --summary "$dir/resumed.json" --log "$dir/resumed.csv" \
-      > "$dir/resumed.out"
+    "${run[@]}" "${args[@]}" "${extra[@]}" "${resume_extra[@]}" --resume "$dir/ck" --summary "$dir/resumed.json" \
+      --log "$dir/resumed.csv" > "$dir/resumed.out"
     grep "resumed from" "$dir/resumed.out"
     diff <(strip "$dir/full.json") <(strip "$dir/resumed.json") || fail "the resumed summary differs"
     diff <(strip_log "$dir/full.csv") <(strip_log "$dir/resumed.csv") || fail "the resumed log differs"
     # the checkpoint the resume started from is kept: the same resume again gives the same run
     first=$(sed -n 's/^resumed from .* at round \([0-9]*\)$/\1/p' "$dir/resumed.out")
     [ -e "$dir/ck/round-$first.rank-0.ckpt" ] || fail "the checkpoint of round $first that the resume started from is gone"
-    "${run[@]}" "${args[@]}" "${extra[@]}" --resume "$dir/ck" --resume-round "$first" --summary "$dir/again.json" > "$dir/again.out"
+    "${run[@]}" "${args[@]}" "${extra[@]}" "${resume_extra[@]}" --resume "$dir/ck" --resume-round "$first" \
+      --summary "$dir/again.json" > "$dir/again.out"
     grep "resumed from .* at round $first\$" "$dir/again.out" || fail "the second resume did not start at round $first"
     diff <(strip "$dir/full.json") <(strip "$dir/again.json") || fail "the repeated resume's summary differs"
     echo "ok: killed and resumed ($mode): summary and log identical to the uninterrupted run, and again from round $first"

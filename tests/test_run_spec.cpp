@@ -66,7 +66,6 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
       {{{"algorithm", "choco-push"}, {"drop-probability", "0.1"}}, "--drop-probability: choco-push needs every message delivered"},
       {{{"algorithm", "choco-push"}, {"eta", "0.1"}}, "--eta: --algorithm choco-push mixes with its consensus step"},
       {{{"algorithm", "choco-push"}, {"compressor", "qsgd:16"}}, "--compressor qsgd:16: --algorithm choco-push needs a compressor that shrinks"},
-      {{{"algorithm", "choco-push"}, {"overlap", "true"}}, "--algorithm choco-push runs lockstep rounds only"},
       {{{"algorithm", "scsp"}, {"tracking", "true"}}, "--tracking: --algorithm scsp does not track gradients"},
       {{{"algorithm", "choco"}, {"tracking", "true"}}, "--tracking: --algorithm choco does not track gradients"},
       {{{"algorithm", "sp"}, {"tracking", "true"}, {"transport", "mpi"}}, "--tracking: runs in one process in this version"},
@@ -128,6 +127,8 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
   CHECK(refusal({{"algorithm", "sp"}, {"staleness", "2"}, {"max-delay", "2"}}).empty());
   CHECK(refusal({{"eval-reduce", "allreduce"}, {"transport", "mpi"}}).empty());
   CHECK(refusal({{"algorithm", "choco-push"}, {"final-rounds", "auto"}, {"final-eta", "0.5"}}).empty());
+  CHECK(refusal({{"algorithm", "choco-push"}, {"overlap", "true"}}).empty());  // CHOCO (static copies) still refuses it
+  CHECK(refusal({{"algorithm", "choco-push"}, {"staleness", "inf"}, {"max-delay", "3"}, {"final-rounds", "4"}}).empty());
   CHECK(refusal({{"algorithm", "sgp"}, {"momentum-kind", "quasi-global"}, {"nesterov", "true"}}).empty());
   CHECK(refusal({{"straggler", "3:1.0000000001"}}).empty());
   CHECK(refusal({{"transport", "mpi"}, {"nodes", "4"}}, 5).find("more ranks than nodes") != std::string::npos);

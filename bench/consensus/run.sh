@@ -3,7 +3,8 @@
 # node-mean test accuracy (each node's own de-biased model on its share of the evaluation images,
 # --eval-split) first reaches TARGET, and the gap between the averaged model and the node mean at
 # the end, for SGP, SP, SCSP, CHOCO (undirected ring) and CHOCO-Push with and without gradient
-# tracking, with final rounds (-final) and with quasi-global momentum (-qg). 16 nodes in one
+# tracking, with final rounds (-final), with quasi-global momentum (-qg) and under a waiting policy
+# (-overlap, -staleness2: the in-process delay model, up to 2 rounds). 16 nodes in one
 # process, seed 3, 3 epochs, an evaluation every 5 rounds (every node's model and the averaged
 # model), label skew 0, 0.5 and 0.8; the time-varying ring except for CHOCO.
 # Every summary and log is kept under OUT; a run whose summary exists is not run again.
@@ -38,6 +39,12 @@ configs=(
   "sp-qg|--algorithm sp --momentum-kind quasi-global"
   "choco-push-qg|--algorithm choco-push --momentum-kind quasi-global"
   "choco-push-top10-int8-qg|--algorithm choco-push --compressor top-k:0.1+int8 --momentum-kind quasi-global"
+  "sgp-staleness2|--algorithm sgp --staleness 2"
+  "choco-push-int8-0.5-overlap|--algorithm choco-push --compressor top-k:0.01+int8 --consensus-step 0.5 --overlap"
+  "choco-push-int8-0.5-staleness2|--algorithm choco-push --compressor top-k:0.01+int8 --consensus-step 0.5 --staleness 2"
+  "choco-push-int8-0.2-staleness2|--algorithm choco-push --compressor top-k:0.01+int8 --consensus-step 0.2 --staleness 2"
+  "choco-push-top10-int8-overlap|--algorithm choco-push --compressor top-k:0.1+int8 --overlap"
+  "choco-push-top10-int8-staleness2|--algorithm choco-push --compressor top-k:0.1+int8 --staleness 2"
 )
 for model in $models; do
   for skew in 0 0.5 0.8; do

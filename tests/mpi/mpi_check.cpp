@@ -9,7 +9,7 @@
 //   mpi_check bits ALGORITHM NODES POLICY   the same over a network in the deferred mode
 //   mpi_check policy_bits ALGORITHM NODES POLICY   the nodes run deferred rounds under POLICY too
 //                                    (overlap: the in-process bits)
-//   mpi_check policy_mass POLICY     exact averaging under POLICY with ranks sleeping at random:
+//   mpi_check policy_mass POLICY [choco-push]  exact averaging under POLICY with ranks sleeping at random:
 //                                    after the drain sum x and sum u are exact (1e-12)
 //                                    (mpi_options::policy = POLICY): the algorithm's lockstep
 //                                    collect() on it gives the same bits
@@ -93,8 +93,10 @@ std::size_t run(const std::string& alg, std::size_t n, Net& net, std::vector<vec
   const auto sched = sp::parse_schedule(schedule_of(alg), n);
   if (alg == "choco-push") {
     sp::choco_push<double, sp::any_compressor, sp::any_schedule, Net> a(
-        x0, sched, net, {.consensus_step = 0.4, .compressor = sp::parse_compressor("top-k:0.1+int8"), .seed = 3});
+        x0, sched, net,
+        {.consensus_step = 0.4, .compressor = sp::parse_compressor("top-k:0.1+int8"), .seed = 3, .policy = policy});
     for (std::uint32_t t = 0; t < rounds; ++t) a.round(t, oracle, 0.05);
+    a.drain();  // a no-op in lockstep
     for (std::size_t i = 0; i < a.num_nodes(); ++i) models.push_back(a.model(i));
     return a.bytes_sent();
   }
@@ -790,44 +792,61 @@ int busy_sender() {
 /// Exact push-sum averaging (no local step) under `name` with random per-rank sleeps, drained at
 /// the end: sum x over every node equals sum x(0) and sum u equals n (1e-12 relative), though
 /// the ranks ran at different speeds (the largest staleness mixed is printed).
-int policy_mass(const std::string& name) {
+int policy_mass(const std::string& name, const std::string& alg) {
   const std::size_t n = 12;
   const auto policy = policy_of(name);
   sp::mpi_network net(MPI_COMM_WORLD, n, {.timeout = std::chrono::seconds(30), .policy = policy});
-  net.agree("policy_mass;" + name);
+  net.agree("policy_mass;" + name + ";" + alg);
   std::vector<vec> x0;
   for (std::uint32_t i = 0; i < net.local_nodes(); ++i) x0.push_back(initial(net.first_node() + i));
-  sp::phase gossip;
-  gossip.local_step = false;
-  gossip.exact = true;
-  const sp::phase_schedule averaging({gossip});
-  sp::sparse_push<double, sp::any_compressor, sp::any_schedule, sp::mpi_network> a(
-      x0, sp::parse_schedule("exponential", n), averaging, net, {.policy = policy});
   std::mt19937 gen(static_cast<unsigned>(17 + net.rank()));
   std::uniform_int_distribution<int> ms(0, 3 * net.rank());
-  for (std::uint32_t t = 0; t < 60; ++t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms(gen)));
-    a.round(t, std::span<const std::span<const double>>(), 0.0);
-  }
-  a.drain();
   vec mine(d + 1, 0.0), all(d + 1, 0.0), start(d + 1, 0.0), start_all(d + 1, 0.0);
-  for (std::size_t i = 0; i < a.num_nodes(); ++i) {
-    for (std::size_t l = 0; l < d; ++l) mine[l] += a.group().x(i)[l], start[l] += x0[i][l];
-    mine[d] += a.group().u(i);
-    start[d] += 1.0;
+  unsigned stale = 0;
+  auto gossip_rounds = [&](auto& a) {
+    for (std::uint32_t t = 0; t < 60; ++t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms(gen)));
+      a.round(t, std::span<const std::span<const double>>(), 0.0);
+    }
+    a.drain();
+    stale = a.max_staleness();
+  };
+  if (alg == "choco-push") {  // top-K differences: a link's messages reordered by MPI are applied in order
+    sp::choco_push<double, sp::any_compressor, sp::any_schedule, sp::mpi_network> a(
+        x0, sp::parse_schedule("exponential", n), net,
+        {.consensus_step = 0.4, .compressor = sp::parse_compressor("top-k:0.1"), .policy = policy});
+    gossip_rounds(a);
+    for (std::size_t i = 0; i < a.num_nodes(); ++i) {
+      for (std::size_t l = 0; l < d; ++l) mine[l] += a.node(i).x()[l], start[l] += x0[i][l];
+      mine[d] += a.node(i).u();
+      start[d] += 1.0;
+    }
+  } else {
+    sp::phase gossip;
+    gossip.local_step = false;
+    gossip.exact = true;
+    const sp::phase_schedule averaging({gossip});
+    sp::sparse_push<double, sp::any_compressor, sp::any_schedule, sp::mpi_network> a(
+        x0, sp::parse_schedule("exponential", n), averaging, net, {.policy = policy});
+    gossip_rounds(a);
+    for (std::size_t i = 0; i < a.num_nodes(); ++i) {
+      for (std::size_t l = 0; l < d; ++l) mine[l] += a.group().x(i)[l], start[l] += x0[i][l];
+      mine[d] += a.group().u(i);
+      start[d] += 1.0;
+    }
   }
   MPI_Allreduce(mine.data(), all.data(), int(d + 1), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(start.data(), start_all.data(), int(d + 1), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   double worst = 0, scale = 0;
   for (std::size_t l = 0; l <= d; ++l) scale = std::max(scale, std::abs(start_all[l]));
   for (std::size_t l = 0; l <= d; ++l) worst = std::max(worst, std::abs(all[l] - start_all[l]) / scale);
-  unsigned stale = a.max_staleness(), stale_all = 0;
+  unsigned stale_all = 0;
   MPI_Allreduce(&stale, &stale_all, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
   const int rc = worst < 1e-12 ? 0 : 1;
   if (net.rank() == 0)
-    std::printf("mpi_check: policy_mass %s on %d ranks: sum x and sum u after the drain within %.2g (relative) of "
-                "their start, largest staleness mixed %u: %s\n",
-                name.c_str(), net.ranks(), worst, stale_all, rc == 0 ? "ok" : "FAILED");
+    std::printf("mpi_check: policy_mass %s (%s) on %d ranks: sum x and sum u after the drain within %.2g (relative) "
+                "of their start, largest staleness mixed %u: %s\n",
+                name.c_str(), alg.c_str(), net.ranks(), worst, stale_all, rc == 0 ? "ok" : "FAILED");
   return rc;
 }
 
@@ -870,7 +889,7 @@ int main(int argc, char** argv) {
   if (mode == "bits" && argc == 4) rc = bits(argv[2], std::stoul(argv[3]));
   else if (mode == "bits" && argc == 5) rc = bits(argv[2], std::stoul(argv[3]), policy_of(argv[4]));
   else if (mode == "policy_bits" && argc == 5) rc = bits(argv[2], std::stoul(argv[3]), policy_of(argv[4]), policy_of(argv[4]));
-  else if (mode == "policy_mass" && argc == 3) rc = policy_mass(argv[2]);
+  else if (mode == "policy_mass" && (argc == 3 || argc == 4)) rc = policy_mass(argv[2], argc == 4 ? argv[3] : "sp");
   else if (mode == "fault" && argc == 3) rc = fault(argv[2]);
   else if (mode == "alloc" && argc == 3) rc = alloc(argv[2]);
   else if (mode == "timeout" && argc == 2) rc = bad_timeout();

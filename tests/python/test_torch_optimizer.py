@@ -125,6 +125,7 @@ def train_nodes(net, n, steps, options, states=None, start=0, finish=False, sche
     {"algorithm": "sp", "compressor": "top-k:0.1", "eta": 0.3, "staleness": "2"},
     {"algorithm": "choco", "compressor": "top-k:0.2"},
     {"algorithm": "choco-push", "compressor": "top-k:0.2", "schedule": "random:1"},  # a reference per link
+    {"algorithm": "choco-push", "compressor": "top-k:0.2", "schedule": "random:1", "staleness": "2"},  # links in order
 ])
 def test_state_dict_round_trip_continues_bit_for_bit(options):
     n = 3
@@ -161,12 +162,14 @@ def test_scsp_finish_brings_the_nodes_together():
     assert out[0][2]["rounds"] == 10 + out[0][3]
 
 
-@pytest.mark.parametrize("final", [None, "auto"])
-def test_choco_push_finish_runs_final_rounds_only_when_given(final):
+@pytest.mark.parametrize("final,policy", [(None, None), ("auto", None), ("auto", "2")])
+def test_choco_push_finish_runs_final_rounds_only_when_given(final, policy):
     n = 4
     opts = {"algorithm": "choco-push", "compressor": "top-k:0.05"}
     if final:
         opts["final_rounds"] = final
+    if policy:  # the drain before the final rounds' end leaves nothing in flight
+        opts["staleness"] = policy
     out = train_nodes(spt.Loopback(n), n, 10, opts, finish=True)
     models = torch.stack([f for f, _, _, _ in out])
     spread = float((models - models.mean(0)).abs().max())

@@ -3,13 +3,16 @@
 // time-varying ones included: each directed link keeps a reference that both its ends hold, a node
 // sends C(x_i' - h[i->r]) on each out-link, and mixes with consensus step gamma_c. One node's
 // state and steps are gossip/choco_push_node.hpp's, the block of nodes a process runs and its
-// checkpoint node_block.hpp's; this header holds the settings of a run and its lockstep round.
+// checkpoint node_block.hpp's; this header holds the settings of a run and its rounds: lockstep,
+// or deferred under another waiting policy (gossip/policy.hpp), whose envelopes in flight a
+// deferred_ledger keeps and drain() mixes.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -18,6 +21,8 @@
 
 #include "../compress/compose.hpp"
 #include "../gossip/choco_push_node.hpp"
+#include "../gossip/deferred_ledger.hpp"
+#include "../gossip/group_options.hpp"
 #include "../gossip/lockstep.hpp"
 #include "../topology/parse.hpp"
 #include "../topology/validate.hpp"
@@ -47,6 +52,13 @@ struct basic_choco_push_options {
   std::uint32_t final_from = std::numeric_limits<std::uint32_t>::max();
   C final_compressor = detail::default_compressor<C>();  ///< C of the final rounds
   double final_consensus_step = 1.0;  ///< gamma_c of the final rounds, in (0, 1]
+  /// How long a node waits for its in-neighbours (gossip/policy.hpp). Every policy but lockstep
+  /// runs deferred rounds: its own loopback then copies messages, and an MPI network must be
+  /// built with the same policy.
+  wait_policy policy{};
+  /// Deferred rounds: a node whose weight u_i is below this floor scales its step by u_i / floor
+  /// (gossip_options::step_weight_floor), in [0, 1].
+  double step_weight_floor = gossip_options::default_step_weight_floor;
 };
 
 /// Settings of a CHOCO-Push run over the runtime-chosen compressor.
@@ -78,7 +90,8 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
   /// All nodes in this process, over a loopback network of its own.
   choco_push(std::vector<tensor_type> x0, S sched, options_type opt = {})
     requires std::is_same_v<Net, loopback_network>
-      : block(std::move(sched), opt.threads, x0.size(), for_lockstep(opt.network)), opt_(std::move(opt)) {
+      : block(std::move(sched), opt.threads, x0.size(), opt.policy.lockstep() ? for_lockstep(opt.network) : opt.network),
+        opt_(std::move(opt)) {
     init(std::move(x0), 0);
   }
 
@@ -108,6 +121,8 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
                              "biased random-k, +int8): " + why);
     if (!(opt_.final_consensus_step > 0.0 && opt_.final_consensus_step <= 1.0))
       throw config_error("CHOCO-Push final consensus step must be in (0, 1], got " + std::to_string(opt_.final_consensus_step));
+    if (!(opt_.step_weight_floor >= 0.0 && opt_.step_weight_floor <= 1.0))
+      throw config_error("CHOCO-Push step_weight_floor must be in [0, 1], got " + std::to_string(opt_.step_weight_floor));
     std::shared_ptr<const std::vector<T>> start;
     if (opt_.common_start) {
       const auto s0 = as_const_span(x0[0]);
@@ -124,6 +139,7 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
       nodes_.emplace_back(std::move(x0[j]), static_cast<std::uint32_t>(first + j), opt_.consensus_step, opt_.seed, start);
     cols_.resize(nodes_.size());
     rows_.resize(nodes_.size());
+    ledger_ = deferred_ledger(nodes_.size(), first, net_->num_nodes());
   }
 
  public:
@@ -156,11 +172,16 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
   }
   /// The same as phase round `phase` (the trainer's count, which differs from t after a target
   /// stopped training early): from options().final_from on, a final round (no local step, the
-  /// final compressor and consensus step). Lockstep rounds wait for every envelope anyway, so
-  /// `wait_all` changes nothing.
+  /// final compressor and consensus step). Under a deferred policy, `wait_all` makes the round
+  /// wait for every envelope of rounds <= t, as lockstep does (lockstep rounds always do), and
+  /// the first final round drains first (collective).
   void round(std::uint32_t t, std::span<const std::span<const T>> directions, double gamma, std::uint32_t phase,
-             bool /*wait_all*/) {
+             bool wait_all) {
     const bool last = !trains(phase);
+    // the final rounds start with nothing in flight, as sparse_push's phases do: their exact count
+    // then holds (a collective drain, at the same round in every process)
+    if (last && !final_ && ledger_.in_flight()) drain();
+    final_ = last;
     if (last) directions = {};
     const C& comp = last ? opt_.final_compressor : opt_.compressor;
     const double gc = last ? opt_.final_consensus_step : opt_.consensus_step;
@@ -170,6 +191,11 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
                        " local directions for " + std::to_string(n) + " nodes");
     auto dir = [&](std::size_t i) { return directions.empty() ? std::span<const T>() : directions[i]; };
     const std::size_t total = net_->num_nodes();
+    if (!opt_.policy.lockstep()) {
+      if constexpr (deferred_network<Net>) return deferred_round(t, dir, gamma, comp, gc, wait_all);
+      else throw config_error("policy " + to_string(opt_.policy) + " needs a network whose endpoints have take() and which "
+                              "counts posted rounds (loopback, MPI); this network runs lockstep rounds only");
+    }
     detail::lockstep_round(
         pool_, n, [&](std::size_t i) { return net_->endpoint(first_ + static_cast<std::uint32_t>(i)); },
         [&](std::size_t i, std::size_t) {
@@ -184,11 +210,53 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
         [&](std::size_t i, std::size_t) { nodes_[i].mix(gc); });
   }
 
+  /// Mix every envelope in flight (push_sum_group::drain does the same for push-sum): afterwards
+  /// sum_i x_i and sum_i u_i are exact and both ends of every link hold the same reference.
+  /// Collective over the processes of the run; a no-op in lockstep.
+  void drain() {
+    if (opt_.policy.lockstep()) return;
+    if constexpr (!deferred_network<Net>) {
+      throw config_error("drain: this network runs lockstep rounds only (no take() or posted_rounds())");
+    } else {
+      ledger_.drain_take(sched_, *net_, nodes_);
+      const std::uint32_t next = ledger_.next_round(), t = next ? next - 1 : 0;
+      detail::mix_every_node(pool_, nodes_.size(),
+                             [&](std::size_t i, std::size_t) { nodes_[i].mix_taken(t, ledger_.expected(i), true); });
+      ledger_.drained(*net_);
+    }
+  }
+  /// Whether envelopes may be in flight (a deferred round ran since the last drain).
+  bool in_flight() const noexcept { return ledger_.in_flight(); }
+  /// The waiting policy of the rounds.
+  const wait_policy& policy() const noexcept { return opt_.policy; }
+  /// After a drain, the round every node can continue at (push_sum_group::common_round).
+  std::uint32_t common_round() const noexcept { return ledger_.common_round(); }
+  /// After a drain, every node continues at `round` (push_sum_group::continue_at; every process).
+  void continue_at(std::uint32_t round) { ledger_.continue_at(round); }
+  /// The envelopes local node i still expects (sent to it in rounds it has run, not yet taken).
+  std::span<const awaited> expected(std::size_t i) const { return ledger_.expected(i); }
+  /// The largest staleness mixed by this process's nodes (receiver's round - sender's round).
+  std::uint32_t max_staleness() const noexcept {
+    std::uint32_t m = 0;
+    for (const auto& nd : nodes_) m = std::max(m, nd.max_staleness());
+    return m;
+  }
+
   /// Checkpoint this process's nodes, every link reference, and its network's byte ledger
-  /// (section "CHPU"). Call between rounds.
-  void save(checkpoint_writer& w) const { this->save_block(w, "CHPU"); }
-  /// Restore what save() wrote: every node and the ledger, or nothing (checkpoint_error).
-  void restore(checkpoint_reader& r) { this->restore_block(r, "CHPU", "CHOCO-Push"); }
+  /// (section "CHPU"), after what a deferred policy still expects ("DEFR"). Call between rounds,
+  /// after drain() under a deferred policy (config_error otherwise).
+  void save(checkpoint_writer& w) const {
+    if (!opt_.policy.lockstep()) ledger_.save(w, "CHOCO-Push");
+    this->save_block(w, "CHPU");
+  }
+  /// Restore what save() wrote: every node, the ledger and what the nodes expect, or nothing
+  /// (checkpoint_error).
+  void restore(checkpoint_reader& r) {
+    std::optional<deferred_ledger::state> deferred;
+    if (!opt_.policy.lockstep()) deferred = ledger_.read(r);
+    this->restore_block(r, "CHPU", "CHOCO-Push");
+    if (deferred) ledger_.restore(std::move(*deferred));
+  }
 
   /// Does phase round `phase` take a local step (it comes before the final rounds)?
   bool trains(std::uint32_t phase) const noexcept { return phase < opt_.final_from; }
@@ -204,11 +272,41 @@ class choco_push : public node_block<choco_push_node<algorithm_tensor_t<X>>, S, 
   void model(std::size_t i, std::span<T> out) const { nodes_.at(i).debiased(out); }
 
  private:
+  /// One deferred round t (see the header comment): every node checked first (a refused round
+  /// changes nothing), then local step (scaled at a node below the weight floor) and compress,
+  /// post and expect, take what the policy allows, and mix it link by link in order.
+  template <class Dir>
+  void deferred_round(std::uint32_t t, Dir&& dir, double gamma, const C& comp, double gc, bool wait_all) {
+    const std::size_t n = nodes_.size(), total = net_->num_nodes();
+    ledger_.check(*net_, opt_.policy, t);
+    const double b = opt_.step_weight_floor;
+    auto gamma_of = [&](std::size_t i) { return nodes_[i].u() < b ? gamma * (nodes_[i].u() / b) : gamma; };
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t) {
+      const auto id = first_ + static_cast<std::uint32_t>(i);
+      sched_.out_edges(t, id, cols_[i]);
+      in_edges_of(sched_, t, id, rows_[i]);
+      nodes_[i].check(t, comp, dir(i), gamma_of(i), cols_[i], total);
+    });
+    pool_.parallel_for_worker(n, [&](std::size_t i, std::size_t w) {
+      nodes_[i].step_and_compress(comp, t, dir(i), gamma_of(i), cols_[i], ws_[w]);
+    });
+    ledger_.started(t);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto ep = net_->endpoint(first_ + static_cast<std::uint32_t>(i));
+      nodes_[i].post_deferred(ep, t, gc);
+      ledger_.expect(*net_, i, t, rows_[i]);
+    }
+    ledger_.take(sched_, *net_, t, opt_.policy, wait_all, nodes_);
+    detail::mix_every_node(pool_, n, [&](std::size_t i, std::size_t) { nodes_[i].mix_taken(t, ledger_.expected(i)); });
+  }
+
   options_type opt_;
   std::vector<std::vector<out_edge>> cols_;  ///< this round's column of each node
   std::vector<std::vector<in_edge>> rows_;   ///< this round's row of each node
   std::vector<std::vector<T>> g_, xh_;       ///< oracle rounds: p_i per node, xh per thread
   std::vector<std::span<const T>> views_;
+  deferred_ledger ledger_;                   ///< deferred rounds: the envelopes in flight
+  bool final_ = false;                       ///< the last round was a final round
 };
 
 }  // namespace v0

@@ -11,6 +11,12 @@
 // node started from when the run says they share it (then both ends know it without a message). What top-K leaves out
 // of x_i' - h is sent in later rounds (the difference shrinks as the nodes agree), so the nodes
 // reach the exact-mixing consensus, which SP's compression of the model itself does not.
+// Deferred rounds (every waiting policy but lockstep) split step 3 by envelope: the sender takes
+// gamma_c W[r][i] h[i->r] and gamma_c W[r][i] u_i off its own x_i and u_i when it posts, the
+// envelope carries the share gamma_c W[r][i], and its receiver, whenever it takes it, updates its
+// copy and adds share h[j->i] and share u_j: sum x plus what is in flight stays exact. A link's
+// messages are applied in the order they were sent (per-link FIFO): an envelope that overtook an
+// earlier one of its link is held until that one is mixed, so both ends keep equal references.
 // The nodes of a run and their rounds are algorithm/choco_push.hpp's.
 #pragma once
 
@@ -29,6 +35,7 @@
 #include "../detail/finite.hpp"
 #include "../topology/validate.hpp"
 #include "../transport/endpoint.hpp"
+#include "policy.hpp"
 #include "push_sum.hpp"
 
 namespace sparsepush {
@@ -40,6 +47,16 @@ struct link_reference {
   std::uint32_t peer = 0;  ///< the receiver (an out-link) or the sender (an in-link)
   std::vector<T> h;        ///< the link's reference, d values
   message msg;             ///< out-links: the message of the last round that used the link
+};
+
+/// An envelope a deferred round took but has not mixed yet (an earlier message of its link is
+/// still in flight, or it is of a round the node has not run): its message is the node's copy.
+struct held_envelope {
+  std::uint32_t round = 0;  ///< the sender's round
+  std::uint32_t from = 0;   ///< the sender
+  double share = 0.0;       ///< gamma_c W[i][from] of the sender's round
+  double u = 1.0;           ///< the sender's u when it sent
+  message msg;              ///< q
 };
 
 /// One CHOCO-Push node: x_i (the user's tensor), u_i, its links' references, scratch.
@@ -95,6 +112,7 @@ class choco_push_node {
     for (const auto* side : {&out_, &in_})
       for (const auto& l : *side)
         b += l.h.capacity() * sizeof(T) + l.msg.indices.capacity() * sizeof(std::uint32_t) + l.msg.payload.capacity();
+    for (const auto& h : held_) b += sizeof(h) + h.msg.indices.capacity() * sizeof(std::uint32_t) + h.msg.payload.capacity();
     return b;
   }
 
@@ -224,6 +242,102 @@ class choco_push_node {
     if (!detail::flags_finite<T>(flags) || !std::isfinite(u_)) throw_mixed_non_finite();
   }
 
+  // Deferred rounds: check and step_and_compress() as in lockstep, post_deferred(), take() what
+  // the policy lets the node mix, mix_taken(). A driver (choco_push, with a deferred_ledger) keeps
+  // the list of envelopes the node still expects and says what take() must wait for.
+
+  /// Sends each out-link's message of round t with the share gamma_c W[r][i] (`gc`: the round's
+  /// consensus step), then takes what it sent off its own x_i and u_i:
+  /// x_i -= sum_r gc W[r][i] h[i->r], u_i -= gc (sum_r W[r][i]) u_i.
+  template <endpoint E>
+  void post_deferred(E& ep, std::uint32_t t, double gc) {
+    double out_share = 0.0;
+    for (const auto& [k, share] : sent_) {
+      const double s = gc * share;
+      const out_edge part[2] = {{id_, 1.0 - s}, {out_[k].peer, s}};
+      ep.post(t, std::span<const out_edge>(part, 2), u_, out_[k].msg);
+      out_share += share;
+    }
+    const auto xi = x();
+    typename detail::finite_bits<T>::U flags = 0;
+    for (const auto& [k, share] : sent_) {
+      const T s = static_cast<T>(gc * share);
+      const T* h = out_[k].h.data();
+      for (std::size_t j = 0; j < d_; ++j) {
+        const T v = xi[j] - s * h[j];
+        xi[j] = v;
+        flags |= detail::non_finite_flag<T>(v);
+      }
+    }
+    u_ = u_ - gc * out_share * u_;
+    posted_finite_ = detail::flags_finite<T>(flags);
+  }
+  /// Takes what has arrived (deferred_endpoint::take): envelopes of rounds <= upto visible at round
+  /// `now`, waiting for those of `must`.
+  template <class E>
+  void take(E& ep, std::uint32_t now, std::uint32_t upto, std::span<const awaited> must,
+            std::span<const awaited> expected) {
+    ep.take(now, upto, must, inbox_, expected);
+  }
+  /// The envelopes of the last take().
+  const inbox& received() const noexcept { return inbox_; }
+  /// Forget the last take()'s envelopes.
+  void clear_received() noexcept { inbox_.clear(); }
+  /// Mixes the envelopes of the last take() and those held before, link by link in the order they
+  /// were sent: for each, h[j->i] += q, x_i += share h[j->i], u_i += share u_j. An envelope waits
+  /// (held) while `expected` (what the node still expects) lists an earlier round of its sender,
+  /// or while its round is after t (a sender ahead of this node; `all`: a drain, which mixes
+  /// those too). Throws size_error for a message of another size before anything changes, and
+  /// non_finite_error as mix() does once every envelope is mixed.
+  void mix_taken(std::uint32_t t, std::span<const awaited> expected, bool all = false) {
+    for (const auto& env : inbox_.envelopes)
+      if (env.msg->dim != d_)
+        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(id_) + ": the message of node " +
+                         std::to_string(env.from) + " (round " + std::to_string(env.round) + ") has " +
+                         std::to_string(env.msg->dim) + " values, the model " + std::to_string(d_));
+    for (const auto& env : inbox_.envelopes) held_.push_back({env.round, env.from, env.share, env.u, *env.msg});
+    inbox_.clear();
+    std::stable_sort(held_.begin(), held_.end(), [](const held_envelope& a, const held_envelope& b) {
+      return a.round != b.round ? a.round < b.round : a.from < b.from;
+    });
+    round_ = t;
+    const auto xi = x();
+    typename detail::finite_bits<T>::U flags = 0;
+    waiting_.clear();  // senders with an envelope held in this pass: their later ones wait too
+    std::size_t keep = 0;
+    for (std::size_t m = 0; m < held_.size(); ++m) {
+      held_envelope& e = held_[m];
+      const bool wait = (!all && e.round > t) || std::find(waiting_.begin(), waiting_.end(), e.from) != waiting_.end() ||
+                        std::any_of(expected.begin(), expected.end(),
+                                    [&e](const awaited& a) { return a.from == e.from && a.round < e.round; });
+      if (wait) {
+        waiting_.push_back(e.from);
+        if (keep != m) held_[keep] = std::move(e);
+        ++keep;
+        continue;
+      }
+      link& l = link_of(in_, e.from);
+      for_each_value<T>(e.msg, [&l](std::uint32_t j, T q) { l.h[j] += q; });
+      const T s = static_cast<T>(e.share);
+      const T* h = l.h.data();
+      for (std::size_t j = 0; j < d_; ++j) {
+        const T v = xi[j] + s * h[j];
+        xi[j] = v;
+        flags |= detail::non_finite_flag<T>(v);
+      }
+      u_ += e.share * e.u;
+      if (e.round < t && t - e.round > max_staleness_) max_staleness_ = t - e.round;
+    }
+    held_.resize(keep);
+    const bool finite = posted_finite_ && detail::flags_finite<T>(flags);
+    posted_finite_ = true;
+    if (!finite || !std::isfinite(u_)) throw_mixed_non_finite();
+  }
+  /// The envelopes taken but not mixed yet (see mix_taken()), ascending by (round, sender).
+  std::span<const held_envelope> held() const noexcept { return held_; }
+  /// The largest staleness mixed so far by mix_taken(): receiver's round - sender's round.
+  std::uint32_t max_staleness() const noexcept { return max_staleness_; }
+
   /// A node's saved state (checked against this node), not yet applied.
   struct saved_state {
     std::vector<T> x;   ///< the numerator
@@ -233,6 +347,9 @@ class choco_push_node {
   };
   /// Checkpoint section "CPND": id, dim, x, u, then every out-link and in-link (peer, reference).
   void save(checkpoint_writer& w) const {
+    if (!held_.empty())
+      throw config_error("CHOCO-Push node " + std::to_string(id_) + " holds " + std::to_string(held_.size()) +
+                         " envelopes not mixed yet and cannot be checkpointed: drain() first");
     w.section("CPND");
     w.u32(id_);
     w.u64(d_);
@@ -281,6 +398,8 @@ class choco_push_node {
     in_ = std::move(st.in);
     sent_.clear();
     inbox_.clear();
+    held_.clear();
+    posted_finite_ = true;
   }
 
  private:
@@ -323,6 +442,10 @@ class choco_push_node {
   std::vector<T> diff_;
   compress_workspace<T> ws_;
   inbox inbox_;
+  std::vector<held_envelope> held_;     ///< deferred rounds: taken, not mixed yet
+  std::vector<std::uint32_t> waiting_;  ///< mix_taken(): senders with an envelope held (scratch)
+  std::uint32_t max_staleness_ = 0;
+  bool posted_finite_ = true;           ///< post_deferred() left x finite
 };
 
 }  // namespace v0

@@ -30,6 +30,7 @@
 #include "../detail/thread_pool.hpp"
 #include "../topology/schedule.hpp"
 #include "../transport/loopback.hpp"
+#include "deferred_ledger.hpp"
 #include "group_options.hpp"
 #include "lockstep.hpp"
 #include "metrics.hpp"
@@ -82,8 +83,7 @@ class push_sum_group {
       nodes_.emplace_back(std::move(x0[i]),
                           node_options{static_cast<std::uint32_t>(opt.first_node + i), opt.seed, opt.error_feedback, opt.recovery});
     d_ = d;
-    expected_.resize(nodes_.size());
-    early_.resize(nodes_.size());
+    ledger_ = deferred_ledger(nodes_.size(), opt.first_node, total_);
   }
 
   /// Nodes this group holds.
@@ -237,10 +237,10 @@ class push_sum_group {
   /// The waiting rule of the rounds.
   const wait_policy& policy() const noexcept { return opt_.policy; }
   /// Whether envelopes may be in flight (a deferred round ran since the last drain()).
-  bool in_flight() const noexcept { return undrained_; }
+  bool in_flight() const noexcept { return ledger_.in_flight(); }
   /// Seconds the rounds and drains spent receiving: in collect() (lockstep) or take() (deferred
   /// rounds), waiting for envelopes and decoding them.
-  double wait_seconds() const noexcept { return wait_seconds_; }
+  double wait_seconds() const noexcept { return wait_seconds_ + ledger_.wait_seconds(); }
   /// The largest staleness mixed (receiver's round - sender's round) over the nodes.
   std::uint32_t max_staleness() const noexcept {
     std::uint32_t m = 0;
@@ -250,14 +250,14 @@ class push_sum_group {
   /// After a drain: the first round no node of the run has posted (the largest count of rounds
   /// posted): where rounds that every node must run alike (SCSP's final gossip after
   /// asynchronous training, whose nodes ran different round counts) continue.
-  std::uint32_t common_round() const noexcept { return common_round_; }
+  std::uint32_t common_round() const noexcept { return ledger_.common_round(); }
   /// After a drain, every node of the run continues at round `round` (>= common_round(); the
   /// caller makes every process do the same): the rounds a slower node skips are never sent, so
   /// nothing of rounds before `round` is awaited any more. Not needed where every node ran the
   /// same rounds (one process).
-  void continue_at(std::uint32_t round);
+  void continue_at(std::uint32_t round) { ledger_.continue_at(round); }
   /// The envelopes local node i still expects (sent to it in rounds it has run, not yet mixed).
-  std::span<const awaited> expected(std::size_t i) const { return expected_.at(i); }
+  std::span<const awaited> expected(std::size_t i) const { return ledger_.expected(i); }
 
   /// Mix every envelope in flight (docs/design/algorithms.md, "Drain"): afterwards sum_i x_i and sum_i u_i
   /// are exact, as after a lockstep round. Collective over the processes of the run (every
@@ -273,33 +273,16 @@ class push_sum_group {
   /// Envelopes in flight are not part of it: drain() first (refused otherwise).
   void save(checkpoint_writer& w) const;
   /// What a deferred group keeps about envelopes beyond its nodes' state: the round it continues
-  /// at and, per node, the envelopes it still expects (sent by peers behind it, not posted yet at
-  /// the drain) and those it mixed before their round came. Checkpoint section "DEFR"; a drained
-  /// group only (save() refuses others).
-  struct deferred_state {
-    ///@{
-    /// The round the group continues at (next_round) and the group's common round at the drain
-    /// (common_round).
-    std::uint32_t next_round = 0, common_round = 0;
-    ///@}
-    ///@{
-    /// Per local node: the envelopes still expected, and those mixed before their round.
-    std::vector<std::vector<awaited>> expected, early;
-    ///@}
-  };
+  /// at and, per node, the envelopes it still expects and those it mixed before their round came
+  /// (deferred_ledger::state). Checkpoint section "DEFR"; a drained group only.
+  using deferred_state = deferred_ledger::state;
   /// Writes checkpoint section "DEFR" (the deferred_state). Throws config_error unless the group
   /// was drained (no envelope in flight).
   void save_deferred(checkpoint_writer& w) const;
   /// Read a "DEFR" section (checked: senders in range) without changing anything.
   deferred_state read_deferred(checkpoint_reader& r) const;
   /// Applies a deferred_state read by read_deferred().
-  void restore_deferred(deferred_state d) noexcept {
-    next_round_ = d.next_round;
-    common_round_ = d.common_round;
-    expected_ = std::move(d.expected);
-    early_ = std::move(d.early);
-    undrained_ = false;
-  }
+  void restore_deferred(deferred_state d) noexcept { ledger_.restore(std::move(d)); }
 
   /// Read every node's saved state (checked) without changing anything.
   std::vector<typename node_type::saved_state> read_state(checkpoint_reader& r) const;
@@ -324,28 +307,11 @@ class push_sum_group {
   }
 
  private:
-  /// Is the envelope on route r lost (injected loss: a rule every party evaluates)?
-  template <class Net>
-  static bool lost_on(const Net& net, const route& r) {
-    if constexpr (requires { net.lost(r); }) return net.lost(r);
-    else return false;
-  }
-
   /// Run mix(i, w) at every node; the lowest node's error is rethrown once every node mixed.
   template <class F>
   void mix_all(F&& mix) {
     detail::mix_every_node(pool_, nodes_.size(), mix);
   }
-
-  /// Node i expects envelope a, unless it came early (then it is crossed off the early list).
-  void expect(std::size_t i, const awaited& a);
-
-  /// Cross node i's taken envelopes off its expected list. One of a round after `t` (node i's
-  /// round; a sender ahead of it) goes on its early list if the schedule lists the sender for
-  /// that round; any other it did not expect (a sender the schedule does not list, or an envelope
-  /// taken twice) is a transport_error.
-  template <class S>
-  void settle(const S& sched, std::size_t i, std::uint32_t t, const char* where);
 
   /// One deferred round t (policy not lockstep; docs/design/algorithms.md, "Asynchronous and overlapped
   /// push-sum"): check every node, local step and compress, post and stage the own share, take
@@ -362,10 +328,6 @@ class push_sum_group {
   /// envelopes of its in-neighbours that the network does not lose.
   template <class Net>
   void post_deferred(Net& net, std::uint32_t t, const step& st);
-  /// A deferred round's takes: what the policy (lockstep's with wait_all) lets each node mix,
-  /// waiting for what it requires, settled against the node's expected envelopes.
-  template <class S, class Net>
-  void take_deferred(const S& sched, Net& net, std::uint32_t t, const step& st);
 
   /// The local step of a deferred round at a node whose weight is u: gamma scaled by u / b when
   /// u < b = opt_.step_weight_floor, unchanged otherwise (the same bits as lockstep's step).
@@ -402,16 +364,8 @@ class push_sum_group {
   std::size_t d_ = 0;
   std::size_t total_ = 0;
   // deferred rounds
-  std::vector<std::vector<awaited>> expected_;  ///< per node: envelopes sent to it, not yet mixed
-  std::vector<std::vector<awaited>> early_;     ///< per node: mixed before its round came (asynchronous)
-  std::vector<std::vector<awaited>> ahead_;     ///< drain(): the envelopes of rounds the node has not run
-  std::vector<awaited> must_;                   ///< take()'s must list (scratch)
-  std::vector<in_edge> drain_rows_;
-  std::vector<std::uint32_t> mine_;
-  std::uint32_t next_round_ = 0;                ///< the round after the last deferred round
-  std::uint32_t common_round_ = 0;              ///< common_round()
+  deferred_ledger ledger_;                      ///< the envelopes in flight and expected
   double deferred_eta_ = 1.0;                   ///< the consensus step of the rounds in flight
-  bool undrained_ = false;
   double wait_seconds_ = 0.0;
 };
 

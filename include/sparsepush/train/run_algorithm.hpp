@@ -88,7 +88,10 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
   if (a.kind == algorithm_kind::choco_push) {
     if (s.per_layer) comp = per_layer_compressor(comp, layout.layer_offsets, x0[0].size());
     choco_push_options co{.consensus_step = s.consensus_step_value(), .compressor = comp,
-                          .threads = s.threads_value(), .seed = s.seed, .common_start = layout.common_start};
+                          .threads = s.threads_value(), .seed = s.seed,
+                          .network = {.seed = s.seed, .max_delay = s.max_delay_value()},
+                          .common_start = layout.common_start};
+    co.policy = s.policy();
     if (s.final_phase()) {  // --final-rounds: the rounds from the layout's train_rounds on
       co.final_from = layout.train_rounds;
       co.final_compressor = parse_compressor(s.final_compressor_spec());

@@ -40,8 +40,10 @@ struct algorithm_info {
   bool symmetric = false;    ///< it needs a symmetric, doubly stochastic schedule
   bool compresses = true;    ///< it takes a compressor (false: whole models, identity)
   /// its nodes keep state their neighbours hold too (CHOCO's copies of their models, CHOCO-Push's
-  /// link references): every message must arrive, in order, so lockstep rounds only and no loss
+  /// link references): every message must arrive, in order, so no loss, and lockstep rounds only
+  /// unless it applies each link's messages in order itself (links_in_order)
   bool keeps_neighbour_copies = false;
+  bool links_in_order = false;  ///< it applies a link's messages in the order they were sent: every waiting policy runs
   bool consensus_step = false;  ///< it has CHOCO's gamma_c
   bool eta = true;              ///< it takes SP's consensus step --eta (CHOCO-Push mixes with gamma_c only)
   bool per_layer = true;        ///< it takes per-layer top-K
@@ -61,8 +63,8 @@ inline constexpr algorithm_info run_algorithms[] = {
     {.kind = algorithm_kind::deepsqueeze, .name = "deepsqueeze", .symmetric = true},
     {.kind = algorithm_kind::choco, .name = "choco", .symmetric = true, .keeps_neighbour_copies = true,
      .consensus_step = true, .per_layer = false},
-    {.kind = algorithm_kind::choco_push, .name = "choco-push", .keeps_neighbour_copies = true, .consensus_step = true,
-     .eta = false, .final_rounds_on_request = true, .tracking = true, .contracting = true},
+    {.kind = algorithm_kind::choco_push, .name = "choco-push", .keeps_neighbour_copies = true, .links_in_order = true,
+     .consensus_step = true, .eta = false, .final_rounds_on_request = true, .tracking = true, .contracting = true},
     {.kind = algorithm_kind::centralized, .name = "centralized", .graph = false, .compresses = false, .per_layer = false,
      .inprocess_only = true},
 };

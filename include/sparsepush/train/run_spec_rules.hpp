@@ -227,7 +227,7 @@ inline void check_policy(const run_spec& s) {
   const wait_policy p = s.policy();
   if (!p.lockstep() && !a.graph)
     throw config_error(alg + "sends no messages: it has no waiting policy (drop " + policy_option + ")");
-  if (!p.lockstep() && a.keeps_neighbour_copies)
+  if (!p.lockstep() && a.keeps_neighbour_copies && !a.links_in_order)
     throw config_error(alg + "runs lockstep rounds only: its nodes keep state their neighbours hold too, which needs "
                        "every message in order (drop " + policy_option + ")");
   const bool delays = p.kind == wait_kind::bounded || p.kind == wait_kind::asynchronous;

@@ -20,7 +20,7 @@ inline namespace v0 {
 template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 inline void push_sum_group<Tensor>::save(checkpoint_writer& w) const {
-  if (undrained_)
+  if (ledger_.in_flight())
     throw config_error("a push-sum group with envelopes in flight cannot be checkpointed: drain() it first");
   w.section("GRUP");
   w.u32(opt_.first_node);
@@ -32,45 +32,13 @@ inline void push_sum_group<Tensor>::save(checkpoint_writer& w) const {
 template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 inline void push_sum_group<Tensor>::save_deferred(checkpoint_writer& w) const {
-  if (undrained_) throw config_error("a push-sum group with envelopes in flight cannot be checkpointed: drain() it first");
-  w.section("DEFR");
-  w.u32(next_round_);
-  w.u32(common_round_);
-  auto put = [&w](const std::vector<awaited>& list) {
-    std::vector<std::uint32_t> flat;
-    for (const auto& a : list) flat.insert(flat.end(), {a.round, a.from});
-    w.values(std::span<const std::uint32_t>(flat));
-  };
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    put(expected_[i]);
-    put(early_[i]);
-  }
+  ledger_.save(w, "a push-sum group");
 }
 
 template <class Tensor>
   requires mutable_flat_tensor<Tensor&>
 inline auto push_sum_group<Tensor>::read_deferred(checkpoint_reader& r) const -> deferred_state {
-  r.section("DEFR");
-  deferred_state d;
-  d.next_round = r.u32("the group's next round");
-  d.common_round = r.u32("the common round");
-  auto get = [&](const char* what) {
-    const auto flat = r.values<std::uint32_t>(what, std::size_t{1} << 26);
-    if (flat.size() % 2) r.fail(std::string("holds an odd-length list of ") + what);
-    std::vector<awaited> list;
-    for (std::size_t k = 0; k < flat.size(); k += 2) {
-      if (flat[k + 1] >= total_)
-        r.fail(std::string("holds ") + what + " from node " + std::to_string(flat[k + 1]) + " of a run of " +
-               std::to_string(total_) + " nodes");
-      list.push_back({flat[k], flat[k + 1]});
-    }
-    return list;
-  };
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    d.expected.push_back(get("expected envelopes"));
-    d.early.push_back(get("early envelopes"));
-  }
-  return d;
+  return ledger_.read(r);
 }
 
 template <class Tensor>
