@@ -12,6 +12,8 @@
 #                                        drains what is in flight, so the uninterrupted run
 #                                        checkpoints at the same rounds)
 #   check_resume.sh mpi EXE DIR MPIRUN.. the same with 3 ranks under mpirun (the whole job killed)
+#   check_resume.sh tracking-mpi EXE DIR MPIRUN..  the tracking case with 3 ranks under mpirun (the
+#                                        trackers on a second MPI network)
 #   check_resume.sh bad EXE DIR          a truncated, corrupted or mismatched checkpoint (a QSGD
 #                                        stream among the settings), or a missing one, is exit
 #                                        code 2 and a message naming it
@@ -24,10 +26,10 @@ launcher=("$@")
 full_extra=() resume_extra=()  # what the uninterrupted run and the resumes add
 args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm scsp --final-rounds 4
       --drop-probability 0.1 --eval-every 9)
-if [ "$mode" = tracking ]; then
+if [ "$mode" = tracking ] || [ "$mode" = tracking-mpi ]; then
   args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm choco-push --tracking --schedule random:1
         --eval-every 9)
-  mode=kill
+  if [ "$mode" = tracking ]; then mode=kill; else mode=mpi; fi
 elif [ "$mode" = policy ]; then
   args=(--nodes 6 --model mlp --epochs 0.4 --eval-samples 300 --algorithm choco-push --compressor top-k:0.05
         --staleness 2 --schedule random:1 --eval-every 9)

@@ -42,6 +42,17 @@ choco_push_options deferred_options(const wait_policy& p, double floor = 0.0) {
   return o;
 }
 
+/// The largest |xh_i[l] - target[l]| over the nodes and coordinates.
+template <class A>
+double distance_from(const A& alg, const vec& target) {
+  double worst = 0;
+  for (std::size_t i = 0; i < alg.num_nodes(); ++i) {
+    const auto m = alg.model(i);
+    for (std::size_t l = 0; l < target.size(); ++l) worst = std::max(worst, std::abs(m[l] - target[l]));
+  }
+  return worst;
+}
+
 /// Both ends of every link hold the same reference, bit for bit.
 template <class A>
 void require_ends_equal(const A& alg) {
@@ -157,11 +168,7 @@ TEST_CASE("deferred CHOCO-Push gossip reaches consensus at the average of the st
       choco_push<double> alg(x0, sched, o);
       for (std::uint32_t t = 0; t < 800; ++t) alg.round(t, std::span<const std::span<const double>>(), 0.0);
       alg.drain();
-      double worst = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto m = alg.model(i);
-        for (std::size_t l = 0; l < d; ++l) worst = std::max(worst, std::abs(m[l] - avg[l]));
-      }
+      const double worst = distance_from(alg, avg);
       INFO("largest distance of a node's model from the average: " << worst);
       REQUIRE(worst < 1e-9);
     }
@@ -246,11 +253,7 @@ TEST_CASE("deferred CHOCO-Push: the final rounds start drained, and their exact 
     vec mean(d, 0.0);
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t l = 0; l < d; ++l) mean[l] += alg.node(i).x()[l] / double(n);
-    double worst = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto m = alg.model(i);
-      for (std::size_t l = 0; l < d; ++l) worst = std::max(worst, std::abs(m[l] - mean[l]));
-    }
+    const double worst = distance_from(alg, mean);
     INFO("largest distance from the average after 3 final rounds: " << worst);
     REQUIRE(worst < 1e-12);
   }

@@ -2,10 +2,12 @@
 // buffer's and the direction's formulas against a computation in double written from the
 // equations; on a heterogeneous least-squares problem with exact mixing, local heavy-ball momentum
 // spreads the nodes apart while the quasi-global buffer keeps them at the spread of no momentum;
-// the run description's default (its rules are test_run_spec.cpp's).
+// the run description's default (its rules are test_run_spec.cpp's); the reference backend's refusal of a
+// checkpoint whose previous model or rate is bad.
 #include <catch2/catch.hpp>
 #include <sparsepush/nn/optimizer.hpp>
 #include <sparsepush/sparsepush.hpp>
+#include <sparsepush/train/reference_backend.hpp>
 #include <sparsepush/train/run_spec.hpp>
 
 #include "least_squares.hpp"
@@ -100,4 +102,49 @@ TEST_CASE("run_spec: the momentum kind is local by default, quasi-global when gi
   CHECK(!s.quasi_global());
   s.momentum_kind = "quasi-global";
   CHECK(s.quasi_global());
+}
+
+TEST_CASE("reference backend: a checkpoint with a bad quasi-global previous model is refused, naming it",
+          "[quasi_global][train]") {
+  // a tiny data set: the backend only reads the shards' indices here
+  fashion_mnist fm;
+  for (auto* set : {&fm.train, &fm.test}) {
+    set->count = 8;
+    set->rows = set->cols = 28;
+    set->pixels.assign(std::size_t{8} * 28 * 28, 0.5f);
+    set->labels = {0, 1, 2, 3, 4, 5, 6, 7};
+  }
+  run_spec s;
+  s.algorithm = "sgp";
+  s.nodes = 2;
+  s.set("momentum-kind", "quasi-global");
+  const reference_plan plan = plan_reference_run(s, fm.train);
+  const nn::model net = nn::model::make("mlp");
+  const std::size_t d = net.num_params();
+  reference_backend backend(s, plan, fm, net, 0, s.nodes);
+  auto hooks = backend.hooks();
+  // what save() writes per node: the shard, the momentum, the previous model and its rate
+  auto file_with = [&](std::size_t previous_size, double rate) {
+    checkpoint_writer w;
+    for (std::uint32_t i = 0; i < s.nodes; ++i) {
+      shard_sampler(plan.parts[i], shard_seed(s.seed, i)).save(w);
+      w.values(std::span<const float>(std::vector<float>(d, 0.0f)));
+      w.values(std::span<const float>(std::vector<float>(previous_size, 0.25f)));
+      w.f64(rate);
+    }
+    return w.finish();
+  };
+  auto restore = [&](const std::vector<std::byte>& file) {
+    checkpoint_reader r(file);
+    return hooks.restore(r);
+  };
+  REQUIRE(restore(file_with(d, 0.05)));  // a good one: its state is returned to apply
+  REQUIRE(restore(file_with(0, 0.0)));   // before the first step: no previous model yet
+  for (const auto& [size, rate] : {std::pair<std::size_t, double>{d, -0.05}, {d, 0.0},
+                                   {d, std::numeric_limits<double>::quiet_NaN()}, {d - 1, 0.05}}) {
+    INFO("a previous model of " << size << " elements at rate " << rate);
+    REQUIRE_THROWS_WITH(restore(file_with(size, rate)),
+                        Catch::Contains("quasi-global momentum's previous model of " + std::to_string(size) +
+                                        " elements") && Catch::Contains("for a model of " + std::to_string(d)));
+  }
 }

@@ -68,7 +68,6 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
       {{{"algorithm", "choco-push"}, {"compressor", "qsgd:16"}}, "--compressor qsgd:16: --algorithm choco-push needs a compressor that shrinks"},
       {{{"algorithm", "scsp"}, {"tracking", "true"}}, "--tracking: --algorithm scsp does not track gradients"},
       {{{"algorithm", "choco"}, {"tracking", "true"}}, "--tracking: --algorithm choco does not track gradients"},
-      {{{"algorithm", "sp"}, {"tracking", "true"}, {"transport", "mpi"}}, "--tracking: runs in one process in this version"},
       {{{"algorithm", "sgp"}, {"tracking", "true"}, {"outer-lr", "0.5"}}, "--tracking: takes one local step a round"},
       {{{"algorithm", "choco-push"}, {"tracking", "true"}, {"staleness", "2"}}, "--tracking: runs lockstep rounds only"},
       {{{"plot", "x.png"}}, "--plot needs --log"},
@@ -127,6 +126,7 @@ TEST_CASE("run_spec: every rule of sparsepush-train, through the library", "[tra
   CHECK(refusal({{"algorithm", "sp"}, {"staleness", "2"}, {"max-delay", "2"}}).empty());
   CHECK(refusal({{"eval-reduce", "allreduce"}, {"transport", "mpi"}}).empty());
   CHECK(refusal({{"algorithm", "choco-push"}, {"final-rounds", "auto"}, {"final-eta", "0.5"}}).empty());
+  CHECK(refusal({{"algorithm", "sp"}, {"tracking", "true"}, {"transport", "mpi"}}).empty());  // a second MPI network
   CHECK(refusal({{"algorithm", "choco-push"}, {"overlap", "true"}}).empty());  // CHOCO (static copies) still refuses it
   CHECK(refusal({{"algorithm", "choco-push"}, {"staleness", "inf"}, {"max-delay", "3"}, {"final-rounds", "4"}}).empty());
   CHECK(refusal({{"algorithm", "sgp"}, {"momentum-kind", "quasi-global"}, {"nesterov", "true"}}).empty());
@@ -330,6 +330,22 @@ TEST_CASE("run_spec: defaults that depend on other fields", "[train][run_spec]")
   CHECK(s.consensus_step_value() == 1.0);
   s.compressor = "sign";
   CHECK(s.consensus_step_value() == 0.2);
+  s.compressor = "top-k:0.1+int8";  // random delays halve it; overlap (one round late exactly) does not
+  s.set("staleness", "2");
+  CHECK(s.consensus_step_value() == 0.5);
+  s.set("staleness", "inf");
+  CHECK(s.consensus_step_value() == 0.5);
+  s.compressor = "top-k:0.01";
+  CHECK(s.consensus_step_value() == 0.15);
+  s.staleness.reset();
+  s.set("overlap", "true");
+  CHECK(s.consensus_step_value() == 0.3);
+  s.overlap = false;
+  s.set("consensus-step", "0.7");
+  s.set("staleness", "2");
+  CHECK(s.consensus_step_value() == 0.7);  // a given step stays
+  s.consensus_step.reset();
+  s.staleness.reset();
   s.compressor.reset();
   s.algorithm = "sgp";
   CHECK(s.compressor_spec() == "identity");

@@ -21,7 +21,8 @@ names = ["sgp", "sp", "scsp", "choco", "choco-push", "choco-push-0.5", "choco-pu
          "choco-push-tracking", "choco-push-top10-int8-tracking", "choco-push-top10-int8-final",
          "sgp-qg", "sp-qg", "choco-push-qg", "choco-push-top10-int8-qg",
          "sgp-staleness2", "choco-push-int8-0.5-overlap", "choco-push-int8-0.5-staleness2",
-         "choco-push-int8-0.2-staleness2", "choco-push-top10-int8-overlap", "choco-push-top10-int8-staleness2"]
+         "choco-push-int8-0.2-staleness2", "choco-push-top10-int8-overlap", "choco-push-top10-int8-1-staleness2",
+         "choco-push-top10-int8-0.5-staleness2"]
 print(f"machine: {a.machine}\n")
 for model in a.models:
     for skew in ["0", "0.5", "0.8"]:

@@ -9,7 +9,9 @@
 //   y round of A: its local step is y_i - 1 * (g_i(t-1) - g_i(t)) = y_i(t), then it is sent and mixed
 // so sum_i y_i == sum_i g_i(t) after every round (column-stochastic mixing conserves it). With
 // identity, eta = 1 and full gradients this is Push-DIGing, which converges to the exact minimizer
-// of sum_i f_i with a constant step. Lockstep rounds only; the bytes are both instances'.
+// of sum_i f_i with a constant step. Lockstep rounds only; the bytes are both instances'. Over a
+// network that carries other processes' nodes (MPI) the trackers' instance needs a network of its
+// own (make_tracking in train/run_algorithm.hpp builds one), which the tracking object keeps.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +43,10 @@ class tracking {
   using algorithm_type = A;
 
   /// Track x_alg's gradients with y_alg, an instance of the same algorithm and settings over the
-  /// same nodes whose models are zero (config_error otherwise).
-  tracking(std::unique_ptr<A> x_alg, std::unique_ptr<A> y_alg) : x_(std::move(x_alg)), y_(std::move(y_alg)) {
+  /// same nodes whose models are zero (config_error otherwise). `keep`: what the instances use and
+  /// must outlive them (y_alg's own network), destroyed after them.
+  tracking(std::unique_ptr<A> x_alg, std::unique_ptr<A> y_alg, std::shared_ptr<void> keep = nullptr)
+      : keep_(std::move(keep)), x_(std::move(x_alg)), y_(std::move(y_alg)) {
     if (!x_ || !y_) throw config_error("gradient tracking needs the algorithm and its tracker's instance");
     if (x_->num_nodes() != y_->num_nodes() || x_->dim() != y_->dim())
       throw config_error("gradient tracking: the tracker's instance runs " + std::to_string(y_->num_nodes()) + " nodes of " +
@@ -183,6 +187,7 @@ class tracking {
   /// Node i's numerator in instance a.
   static std::span<const T> numerator(const A& a, std::size_t i) { return std::span<const T>(push_sum_node_of(a, i).x()); }
 
+  std::shared_ptr<void> keep_;  ///< what the instances use (declared first: destroyed last)
   std::unique_ptr<A> x_, y_;
   std::vector<std::vector<T>> g_, prev_, step_;  ///< g_i(t), g_i(t-1), the directions' scratch
   std::vector<std::vector<T>> xh_;               ///< oracle rounds: the model per thread

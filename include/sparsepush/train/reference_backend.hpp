@@ -106,6 +106,12 @@ inline nn::lr_schedule reference_lr(const run_spec& s) {
                          s.warmup};
 }
 
+/// The rate of local step t under schedule lr (reference_lr): the schedule spans every local step
+/// of the run's training rounds.
+inline double reference_lr_at(const nn::lr_schedule& lr, const run_spec& s, std::uint32_t train_rounds, std::uint32_t t) {
+  return lr.at(t, train_rounds * s.local_steps);
+}
+
 /// --jitter's draw for node i's step of round t: uniform in [0, 1), a pure function of (seed, i,
 /// t) (splitmix64), so that every run, transport and thread count slows the same steps alike.
 inline double jitter_draw(std::uint64_t seed, std::uint32_t i, std::uint32_t t) {
@@ -215,7 +221,7 @@ class reference_backend {
     const double loss = gradient(w, i, t, model, sc.grad);
     if (quasi_global_) {  // the change since node i's previous step, divided by that step's rate
       opt_.quasi_global(sc.grad, model, velocity_[i - first_], previous_[i - first_], previous_lr_[i - first_], dir);
-      previous_lr_[i - first_] = lr_.at(t, train_rounds_ * s_.local_steps);  // the trainer's rate of step t
+      previous_lr_[i - first_] = reference_lr_at(lr_, s_, train_rounds_, t);  // the trainer's rate of step t
     } else {
       opt_.direction(sc.grad, model, velocity_[i - first_], dir);
     }

@@ -303,7 +303,7 @@ reference_outcome run_reference(const run_spec& s, const reference_plan& p, cons
   };
   trainer<float, Group> tr(group, s.fingerprint(d),
                            {.rounds = rounds, .train_rounds = train_rounds,
-                            .lr = [&lr, steps = train_rounds * s.local_steps](std::uint32_t t) { return lr.at(t, steps); },
+                            .lr = [&lr, &s, train_rounds](std::uint32_t t) { return reference_lr_at(lr, s, train_rounds, t); },
                             .local_steps = s.local_steps, .outer_lr = s.outer_lr_value(),
                             .outer_momentum = s.outer_momentum_value(), .eval_every = s.eval_every,
                             .eval_average_every = s.eval_average_every, .eval_split = s.eval_split,

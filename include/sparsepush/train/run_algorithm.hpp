@@ -33,8 +33,8 @@ using run_algorithm = std::variant<std::unique_ptr<centralized<float>>,
                                    std::unique_ptr<choco<float, any_compressor, any_schedule, run_network_t<Net>>>,
                                    std::unique_ptr<choco_push<float, any_compressor, any_schedule, run_network_t<Net>>>,
                                    std::unique_ptr<sparse_push<float, any_compressor, any_schedule, run_network_t<Net>>>,
-                                   std::unique_ptr<tracking<choco_push<float, any_compressor, any_schedule, loopback_network>>>,
-                                   std::unique_ptr<tracking<sparse_push<float, any_compressor, any_schedule, loopback_network>>>>;
+                                   std::unique_ptr<tracking<choco_push<float, any_compressor, any_schedule, run_network_t<Net>>>>,
+                                   std::unique_ptr<tracking<sparse_push<float, any_compressor, any_schedule, run_network_t<Net>>>>>;
 
 /// What an algorithm needs besides the spec.
 struct run_layout {
@@ -63,14 +63,28 @@ inline any_compressor per_layer_compressor(const any_compressor& c, std::span<co
   return per;
 }
 
-/// Gradient tracking around algorithm A over its own loopback (validate() refuses --tracking over
-/// MPI): A built from x0 and, for the trackers, from zero models, both with `args`.
-template <class A, class... Args>
-std::unique_ptr<tracking<A>> make_tracking(std::vector<std::vector<float>> x0, const Args&... args) {
+/// Gradient tracking around algorithm A: A built by make(x0) (net null: over a loopback of its
+/// own) or make(x0, network) from the models x0 and, for the trackers, from zero models. Over
+/// `net` the algorithm sends over it and the trackers over a second network of the same ranks,
+/// nodes and settings on a communicator of its own, Net(net->comm(), net->num_nodes(),
+/// net->options()) (MPI; a collective call), which the tracking object keeps; a network that
+/// cannot build one is a config_error.
+template <class A, class Net, class Make>
+std::unique_ptr<tracking<A>> make_tracking(std::vector<std::vector<float>> x0, Net* net, Make&& make) {
   std::vector<std::vector<float>> zeros(x0.size(), std::vector<float>(x0.empty() ? 0 : x0[0].size(), 0.0f));
-  auto x = std::make_unique<A>(std::move(x0), args...);
-  auto y = std::make_unique<A>(std::move(zeros), args...);
-  return std::make_unique<tracking<A>>(std::move(x), std::move(y));
+  if constexpr (std::is_void_v<Net>) {
+    auto x = make(std::move(x0));
+    auto y = make(std::move(zeros));
+    return std::make_unique<tracking<A>>(std::move(x), std::move(y));
+  } else if constexpr (requires { Net(net->comm(), net->num_nodes(), net->options()); }) {
+    auto y_net = std::make_shared<Net>(net->comm(), net->num_nodes(), net->options());
+    auto x = make(std::move(x0), *net);
+    auto y = make(std::move(zeros), *y_net);
+    return std::make_unique<tracking<A>>(std::move(x), std::move(y), std::move(y_net));
+  } else {
+    throw config_error("--tracking: the trackers need a network of their own, which this network cannot build "
+                       "(MPI's can; one process's loopback too)");
+  }
 }
 
 /// The algorithm of a validated spec for the nodes whose initial models are x0: every node of the
@@ -98,7 +112,10 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
       co.final_consensus_step = *s.final_eta_value();
     }
     using choco_push_t = choco_push<float, any_compressor, any_schedule, net_t>;
-    if (s.tracking) return make_tracking<choco_push<float, any_compressor, any_schedule, loopback_network>>(std::move(x0), sched, co);
+    if (s.tracking)
+      return make_tracking<choco_push_t>(std::move(x0), net, [&](auto x, auto&... on) {
+        return std::make_unique<choco_push_t>(std::move(x), sched, on..., co);
+      });
     if constexpr (std::is_void_v<Net>) return std::make_unique<choco_push_t>(std::move(x0), sched, co);
     else return std::make_unique<choco_push_t>(std::move(x0), sched, *net, co);
   }
@@ -124,7 +141,10 @@ run_algorithm<Net> make_run_algorithm(const run_spec& s, std::vector<std::vector
                                .recovery = s.loss_recovery_mode(),
                                .policy = s.policy()};
   using sp_t = sparse_push<float, any_compressor, any_schedule, net_t>;
-  if (s.tracking) return make_tracking<sparse_push<float, any_compressor, any_schedule, loopback_network>>(std::move(x0), sched, phases, so);
+  if (s.tracking)
+    return make_tracking<sp_t>(std::move(x0), net, [&](auto x, auto&... on) {
+      return std::make_unique<sp_t>(std::move(x), sched, phases, on..., so);
+    });
   if constexpr (std::is_void_v<Net>) return std::make_unique<sp_t>(std::move(x0), sched, phases, so);
   else return std::make_unique<sp_t>(std::move(x0), sched, phases, *net, so);
 }

@@ -181,7 +181,8 @@ struct run_spec {
     f(field_info{.option = "per-layer", .gossip = true, .help = "top-K per layer (the same fraction of every layer) instead of global"},
       s.per_layer);
     f(field_info{.option = "consensus-step", .gossip = true, .help = "gamma_c in (0, 1] of choco (default 0.5) and "
-                 "choco-push (default from the compressor: 0.3 at top-1%, 1 at top-10% and for identity)", .lo = 0, .hi = 1, .lo_open = true,
+                 "choco-push (default from the compressor: 0.3 at top-1%, 1 at top-10% and for identity; half that under "
+                 "--staleness)", .lo = 0, .hi = 1, .lo_open = true,
                  .used = written<&run_spec::consensus_step_value>}, s.consensus_step);
     f(field_info{.option = "tracking", .gossip = true, .help = "gradient tracking (Push-DIGing): each node steps along a tracker "
                  "of the average gradient, sent and mixed as the model is (a second message per link)",
@@ -336,7 +337,7 @@ struct run_spec {
   /// --consensus-step, or its default: the compressor's for choco-push, 0.5 for choco.
   double consensus_step_value() const {
     if (consensus_step) return *consensus_step;
-    return info().kind == algorithm_kind::choco_push ? default_consensus_step(parse_compressor(compressor_spec())) : 0.5;
+    return info().kind == algorithm_kind::choco_push ? default_consensus_step(parse_compressor(compressor_spec()), policy()) : 0.5;
   }
   /// --drop-probability, or 0.
   double drop_value() const { return drop_probability.value_or(0); }

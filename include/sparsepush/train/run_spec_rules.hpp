@@ -137,16 +137,14 @@ inline void check_algorithm(const run_spec& s, std::vector<std::string>& warning
 }
 
 /// validate()'s rules on gradient tracking (--tracking): an algorithm that tracks, one local step a
-/// round, lockstep rounds in one process, every message delivered.
+/// round, lockstep rounds, every message delivered (in one process or over MPI, where the trackers
+/// get a network of their own).
 inline void check_tracking(const run_spec& s) {
   if (!s.tracking) return;
   const std::string why = "--tracking: ";
   if (!s.info().tracking)
     throw config_error(why + "--algorithm " + s.algorithm + " does not track gradients (--algorithm " +
                        algorithms_where(&algorithm_info::tracking) + " do)");
-  if (s.mpi())
-    throw config_error(why + "runs in one process in this version (--transport inprocess): over MPI the trackers would "
-                       "need a network of their own");
   if (s.local_steps > 1 || s.outer_step())
     throw config_error(why + "takes one local step a round, without an outer step (drop --local-steps, --outer-lr and "
                        "--outer-momentum)");

@@ -100,6 +100,10 @@ class mpi_network : public network_accounting {
   void wait(MPI_Request& req, std::string_view what) { wait(std::span<MPI_Request>(&req, 1), what); }
   /// The timeout of every wait on other ranks.
   std::chrono::milliseconds timeout() const noexcept { return opt_.timeout; }
+  /// The settings the network was built with: mpi_network(comm(), num_nodes(), options()) builds
+  /// a second network over the same ranks, nodes and settings, on a communicator of its own (what
+  /// gradient tracking's second instance sends over).
+  const mpi_options& options() const noexcept { return opt_; }
 
   /// The network's waiting policy (mpi_options::policy); deferred() unless it is lockstep.
   const wait_policy& policy() const noexcept { return opt_.policy; }
