@@ -258,3 +258,29 @@ TEST_CASE("deferred CHOCO-Push: the final rounds start drained, and their exact 
     REQUIRE(worst < 1e-12);
   }
 }
+
+TEST_CASE("deferred CHOCO-Push refuses a message of another size before anything changes, and a bad weight floor",
+          "[choco_push][async]") {
+  using node_t = choco_push_node<std::vector<double>>;
+  // node 1 (6 values) posts a deferred round to node 0 (8 values): mix_taken names both sizes
+  loopback_network net(2, {});
+  node_t big(vec(8, 1.0), 0, 0.5, 0), small(vec(6, 1.0), 1, 0.5, 0);
+  const out_edge col[2] = {{1, 0.5}, {0, 0.5}};
+  small.step_and_compress(top_k{k_spec::count(2)}, 0, {}, 0.0, col);
+  auto ep1 = net.endpoint(1);
+  small.post_deferred(ep1, 0, 0.5);
+  auto ep0 = net.endpoint(0);
+  const awaited from1[1] = {{0, 1}};
+  big.take(ep0, 0, 0, from1, from1);
+  const double u_before = big.u();
+  REQUIRE_THROWS_WITH(big.mix_taken(0, {}),
+                      Catch::Contains("round 0, node 0: the message of node 1 (round 0) has 6 values, the model 8"));
+  REQUIRE(big.in_links().empty());
+  REQUIRE(big.held().empty());
+  REQUIRE(big.u() == u_before);
+  for (const double floor : {-0.1, 1.5}) {
+    auto o = deferred_options(wait_policy::staleness(2), floor);
+    REQUIRE_THROWS_WITH(choco_push<double>(start_models(4, 5), parse_schedule("time-varying-ring", 4), o),
+                        Catch::Contains("step_weight_floor must be in [0, 1]"));
+  }
+}
