@@ -274,7 +274,7 @@ TEST_CASE("deferred CHOCO-Push refuses a message of another size before anything
   big.take(ep0, 0, 0, from1, from1);
   const double u_before = big.u();
   REQUIRE_THROWS_WITH(big.mix_taken(0, {}),
-                      Catch::Contains("round 0, node 0: the message of node 1 (round 0) has 6 values, the model 8"));
+                      Catch::Contains("round 0, node 0: the message of node 1 has 6 values, the model 8"));
   REQUIRE(big.in_links().empty());
   REQUIRE(big.held().empty());
   REQUIRE(big.u() == u_before);

@@ -189,13 +189,8 @@ class choco_push_node {
   template <endpoint E>
   void collect(E& ep, std::uint32_t t, std::span<const in_edge> row) {
     ep.collect(t, row, inbox_);
-    for (const auto& env : inbox_.envelopes) {
-      if (env.msg->dim != d_)
-        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(id_) + ": the message of node " +
-                         std::to_string(env.from) + " has " + std::to_string(env.msg->dim) + " values, the model " +
-                         std::to_string(d_));
-      link_of(in_, env.from);
-    }
+    check_received_sizes(t);
+    for (const auto& env : inbox_.envelopes) link_of(in_, env.from);
     for (const auto& env : inbox_.envelopes) {
       link& l = in_[index_of(in_, env.from)];
       for_each_value<T>(*env.msg, [&l](std::uint32_t j, T q) { l.h[j] += q; });
@@ -258,17 +253,8 @@ class choco_push_node {
       ep.post(t, std::span<const out_edge>(part, 2), u_, out_[k].msg);
       out_share += share;
     }
-    const auto xi = x();
     typename detail::finite_bits<T>::U flags = 0;
-    for (const auto& [k, share] : sent_) {
-      const T s = static_cast<T>(gc * share);
-      const T* h = out_[k].h.data();
-      for (std::size_t j = 0; j < d_; ++j) {
-        const T v = xi[j] - s * h[j];
-        xi[j] = v;
-        flags |= detail::non_finite_flag<T>(v);
-      }
-    }
+    for (const auto& [k, share] : sent_) flags |= add_scaled(-static_cast<T>(gc * share), out_[k].h.data());
     u_ = u_ - gc * out_share * u_;
     posted_finite_ = detail::flags_finite<T>(flags);
   }
@@ -290,18 +276,13 @@ class choco_push_node {
   /// those too). Throws size_error for a message of another size before anything changes, and
   /// non_finite_error as mix() does once every envelope is mixed.
   void mix_taken(std::uint32_t t, std::span<const awaited> expected, bool all = false) {
-    for (const auto& env : inbox_.envelopes)
-      if (env.msg->dim != d_)
-        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(id_) + ": the message of node " +
-                         std::to_string(env.from) + " (round " + std::to_string(env.round) + ") has " +
-                         std::to_string(env.msg->dim) + " values, the model " + std::to_string(d_));
+    check_received_sizes(t);
     for (const auto& env : inbox_.envelopes) held_.push_back({env.round, env.from, env.share, env.u, *env.msg});
     inbox_.clear();
     std::stable_sort(held_.begin(), held_.end(), [](const held_envelope& a, const held_envelope& b) {
       return a.round != b.round ? a.round < b.round : a.from < b.from;
     });
     round_ = t;
-    const auto xi = x();
     typename detail::finite_bits<T>::U flags = 0;
     waiting_.clear();  // senders with an envelope held in this pass: their later ones wait too
     std::size_t keep = 0;
@@ -318,13 +299,7 @@ class choco_push_node {
       }
       link& l = link_of(in_, e.from);
       for_each_value<T>(e.msg, [&l](std::uint32_t j, T q) { l.h[j] += q; });
-      const T s = static_cast<T>(e.share);
-      const T* h = l.h.data();
-      for (std::size_t j = 0; j < d_; ++j) {
-        const T v = xi[j] + s * h[j];
-        xi[j] = v;
-        flags |= detail::non_finite_flag<T>(v);
-      }
+      flags |= add_scaled(static_cast<T>(e.share), l.h.data());
       u_ += e.share * e.u;
       if (e.round < t && t - e.round > max_staleness_) max_staleness_ = t - e.round;
     }
@@ -413,6 +388,28 @@ class choco_push_node {
     if (it == side.end() || it->peer != peer)
       it = side.insert(it, link{peer, start_ ? *start_ : std::vector<T>(d_, T(0)), {}});
     return *it;
+  }
+  /// Throw size_error, naming the round, this node and the sender (and the sender's round where it
+  /// is not t), for a message of the last collect() or take() of another size than the model.
+  void check_received_sizes(std::uint32_t t) const {
+    for (const auto& env : inbox_.envelopes)
+      if (env.msg->dim != d_)
+        throw size_error("round " + std::to_string(t) + ", node " + std::to_string(id_) + ": the message of node " +
+                         std::to_string(env.from) +
+                         (env.round != t ? " (round " + std::to_string(env.round) + ")" : std::string()) + " has " +
+                         std::to_string(env.msg->dim) + " values, the model " + std::to_string(d_));
+  }
+  /// x_i += s h (d values of h), returning the non-finite flags of the results (deferred rounds:
+  /// a sender's share off itself, a receiver's envelope).
+  typename detail::finite_bits<T>::U add_scaled(T s, const T* h) {
+    T* xi = x().data();
+    typename detail::finite_bits<T>::U flags = 0;
+    for (std::size_t j = 0; j < d_; ++j) {
+      const T v = xi[j] + s * h[j];
+      xi[j] = v;
+      flags |= detail::non_finite_flag<T>(v);
+    }
+    return flags;
   }
   static std::size_t index_of(const std::vector<link>& side, std::uint32_t peer) {
     auto it = std::lower_bound(side.begin(), side.end(), peer, [](const link& l, std::uint32_t p) { return l.peer < p; });
