@@ -124,9 +124,9 @@ std::unique_ptr<py_run> make_run(const sp::run_spec& spec, py::sequence models, 
 }
 
 /// The caller's model buffers as spans (float32, C-contiguous, writable; held while in use).
-std::vector<held_buffer> take_models(py::sequence models) {
+std::vector<held_buffer> take_models(py::sequence models, const char* what = "models[k]") {
   std::vector<held_buffer> held;
-  for (std::size_t k = 0; k < py::len(models); ++k) held.push_back(take_buffer(models[k], "models[k]", true, dtype::f32));
+  for (std::size_t k = 0; k < py::len(models); ++k) held.push_back(take_buffer(models[k], what, true, dtype::f32));
   return held;
 }
 std::vector<std::span<float>> spans_of(const std::vector<held_buffer>& held) {
@@ -215,6 +215,24 @@ One round at every node here. models[k] (float32, written in place) holds node f
 de-biased model after its optimizer's step; the change is the local direction (p = xh - model,
 x <- x - p), then the round compresses, pushes and mixes, and models[k] gets the new de-biased
 model x / u. Checked first (sizes, NaN/Inf): on an error nothing changed. The GIL is released.)doc")
+      .def(
+          "track",
+          [](py_run& self, py::sequence grads) {
+            busy_guard g(self.busy, "this GossipRun");
+            const auto held = take_models(grads, "grads[k]");
+            const auto spans = spans_of(held);
+            py::gil_scoped_release nogil;
+            self.visit([&](auto& r) { r.track(spans); });
+          },
+          py::arg("grads"),
+          R"doc(track(grads)
+
+Gradient tracking (spec tracking=True), before the optimizer's step of this round: grads[k]
+(float32, written in place) holds node first_node + k's gradient at its model; it gets the
+tracker y + g(t) - g(t-1), which the optimizer steps along in place of the gradient. step() then
+also mixes the trackers (a second message per link). Checked first (sizes, NaN/Inf): on an error
+nothing changed. A run that does not track refuses it; one that does refuses a step() whose
+round had no track(). The GIL is released.)doc")
       .def(
           "finish",
           [](py_run& self, py::sequence models) {

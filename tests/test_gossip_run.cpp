@@ -2,18 +2,24 @@
 // optimizer. SGP's rounds against a dense push-sum reference in double (the caller's change lands
 // on the numerator, then x <- W x, u <- W u); mass conservation under top-K; SCSP's finish()
 // averaging within its tolerance; save/restore continuing bit for bit; and the refusals, with
-// nothing changed.
+// nothing changed. Under gradient tracking, the caller's SGD step along track()'s tracker reaches
+// the exact minimizer of a heterogeneous least-squares problem (normal equations), where the
+// untracked loop keeps a bias; a resume continues bit for bit; a thread per node over a shared
+// loopback (the trackers over its companion) gives the one-run bits.
 #include <catch2/catch.hpp>
 
 #include <sparsepush/train/gossip_run.hpp>
+#include <sparsepush/transport/loopback_node.hpp>
 
 #include "dense_push_sum.hpp"
+#include "least_squares.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace sp = sparsepush;
@@ -210,4 +216,167 @@ TEST_CASE("gossip_run: CHOCO and centralized take the caller's steps too", "[gos
         for (std::size_t k = 0; k < d; ++k) CHECK(models[i][k] == Approx(mean[k]).margin(1e-5));
     }
   }
+}
+
+namespace {
+/// The caller's loop under tracking: node i's gradient of a least-squares problem at its float
+/// model, track() swaps it for the tracker, the caller's SGD step (model -= lr * tracker), step().
+void tracked_round(sp::gossip_run<>& run, std::vector<std::vector<float>>& models, const test::least_squares& ls,
+                   float lr) {
+  const auto f = ls.oracle();
+  std::vector<std::vector<float>> grads(models.size(), std::vector<float>(ls.d));
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const std::vector<double> x(models[i].begin(), models[i].end());
+    std::vector<double> g(ls.d);
+    f(static_cast<std::uint32_t>(i), run.round(), x, g);
+    for (std::size_t c = 0; c < ls.d; ++c) grads[i][c] = static_cast<float>(g[c]);
+  }
+  run.track(spans(grads));
+  for (std::size_t i = 0; i < models.size(); ++i)
+    for (std::size_t c = 0; c < ls.d; ++c) models[i][c] -= lr * grads[i][c];
+  run.step(spans(models));
+}
+
+double worst_error(const std::vector<std::vector<float>>& models, const test::least_squares& ls) {
+  double worst = 0;
+  for (const auto& m : models) {
+    Eigen::VectorXd v(static_cast<Eigen::Index>(ls.d));
+    for (std::size_t c = 0; c < ls.d; ++c) v(static_cast<Eigen::Index>(c)) = m[c];
+    worst = std::max(worst, (v - ls.optimum).norm() / ls.optimum.norm());
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("gossip_run with tracking: the caller's optimizer steps along the tracker to the exact minimizer",
+          "[gossip_run][tracking]") {
+  const std::size_t n = 6, d = 12;
+  const test::least_squares ls(n, d, 30, 1.0, 17);
+  const auto x0 = std::vector<std::vector<float>>(n, std::vector<float>(d, 0.0f));
+  const float lr = 0.05f;
+  struct config {
+    std::vector<std::pair<std::string, std::string>> opts;
+    double bound;
+  };
+  const std::vector<config> configs = {
+      {{{"algorithm", "sgp"}, {"schedule", "exponential"}}, 1e-4},
+      // a static directed graph where u != 1 (a schedule that redraws the graph every round keeps a
+      // compression floor: docs/design/algorithms.md, CHOCO-Push)
+      {{{"algorithm", "choco-push"}, {"compressor", "top-k:0.25"}, {"consensus-step", "0.6"},
+        {"schedule", "erdos-renyi:0.4"}},
+       1e-4}};
+  for (const auto& c : configs) {
+    auto o = c.opts;
+    o.push_back({"nodes", "6"});
+    auto plain = o, tracked = o;
+    tracked.push_back({"tracking", "true"});
+    sp::gossip_run<> with(spec_of(tracked), x0, {}), without(spec_of(plain), x0, {});
+    auto m_with = x0, m_without = x0;
+    for (std::uint32_t t = 0; t < 2500; ++t) {
+      tracked_round(with, m_with, ls, lr);
+      // without tracking: the same loop on the plain gradient
+      const auto f = ls.oracle();
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::vector<double> x(m_without[i].begin(), m_without[i].end());
+        std::vector<double> g(d);
+        f(static_cast<std::uint32_t>(i), t, x, g);
+        for (std::size_t k = 0; k < d; ++k) m_without[i][k] -= lr * static_cast<float>(g[k]);
+      }
+      without.step(spans(m_without));
+    }
+    INFO(c.opts[0].second << ": tracked " << worst_error(m_with, ls) << ", untracked " << worst_error(m_without, ls));
+    CHECK(worst_error(m_with, ls) < c.bound);    // every node at the minimizer of the sum, with a constant step
+    CHECK(worst_error(m_without, ls) > 1e-2);    // each node pulled toward its own data
+    CHECK(with.bytes_sent() > without.bytes_sent());  // the trackers' messages are counted
+  }
+}
+
+TEST_CASE("gossip_run with tracking: a restore continues bit for bit, and bad gradients change nothing",
+          "[gossip_run][tracking]") {
+  const std::size_t n = 4, d = 10;
+  const test::least_squares ls(n, d, 20, 1.0, 5);
+  const auto s = spec_of({{"nodes", "4"}, {"algorithm", "choco-push"}, {"compressor", "top-k:0.3"}, {"tracking", "true"}});
+  auto models = random_models(n, d, 11);
+  sp::gossip_run<> a(s, models, {});
+  for (int t = 0; t < 5; ++t) tracked_round(a, models, ls, 0.05f);
+  sp::checkpoint_writer w;
+  a.save(w);
+  const auto bytes = w.finish();
+  auto resumed = models;
+  for (int t = 0; t < 5; ++t) tracked_round(a, models, ls, 0.05f);
+  sp::gossip_run<> b(s, random_models(n, d, 12), {});
+  sp::checkpoint_reader r(bytes, "test");
+  b.restore(r);
+  for (int t = 0; t < 5; ++t) tracked_round(b, resumed, ls, 0.05f);
+  for (std::size_t i = 0; i < n; ++i) CHECK(std::memcmp(resumed[i].data(), models[i].data(), d * sizeof(float)) == 0);
+
+  // a step whose round had no track(); a NaN gradient (named), a short one: refused, nothing changed
+  CHECK_THROWS_WITH(b.step(spans(resumed)), Catch::Contains("round 10") && Catch::Contains("call track() first"));
+  auto grads = std::vector<std::vector<float>>(n, std::vector<float>(d, 0.5f));
+  grads[2][7] = std::nanf("");
+  const auto keep = grads;
+  CHECK_THROWS_WITH(b.track(spans(grads)), Catch::Contains("node 2") && Catch::Contains("round 10"));
+  grads[2][7] = 0.5f;
+  grads[1].pop_back();
+  CHECK_THROWS_WITH(b.track(spans(grads)), Catch::Contains("node 1") && Catch::Contains("gradient buffer has 9"));
+  CHECK_THROWS_WITH(b.step(spans(resumed)), Catch::Contains("call track() first"));
+  CHECK(b.round() == 10);
+  // the run continues as a's does
+  tracked_round(a, models, ls, 0.05f);
+  tracked_round(b, resumed, ls, 0.05f);
+  for (std::size_t i = 0; i < n; ++i) CHECK(std::memcmp(resumed[i].data(), models[i].data(), d * sizeof(float)) == 0);
+  // a run that does not track refuses track()
+  sp::gossip_run<> plain(spec_of({{"nodes", "4"}, {"algorithm", "sgp"}}), models, {});
+  auto g4 = std::vector<std::vector<float>>(n, std::vector<float>(d, 0.0f));
+  CHECK_THROWS_WITH(plain.track(spans(g4)), Catch::Contains("does not track gradients"));
+}
+
+TEST_CASE("gossip_run with tracking: one thread per node over a shared loopback gives the one-run bits",
+          "[gossip_run][tracking]") {
+  // each thread's trackers go over the shared network's companion (loopback_node::twin())
+  const std::size_t n = 5, d = 9;
+  const test::least_squares ls(n, d, 12, 1.0, 31);
+  const auto s = spec_of({{"nodes", "5"}, {"algorithm", "choco-push"}, {"compressor", "top-k:0.3"},
+                          {"schedule", "erdos-renyi:0.5"}, {"tracking", "true"}});
+  const auto x0 = random_models(n, d, 21);
+  auto whole = x0;
+  sp::gossip_run<> all(s, x0, {});
+  for (int t = 0; t < 20; ++t) tracked_round(all, whole, ls, 0.05f);
+
+  sp::loopback_network shared(n);
+  std::vector<std::vector<float>> each(n);
+  std::vector<std::size_t> bytes(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (std::uint32_t i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      try {
+        sp::loopback_node view(shared, i);
+        sp::gossip_run<sp::loopback_node> run(s, {x0[i]}, {}, &view);
+        std::vector<std::vector<float>> m{x0[i]};
+        const auto f = ls.oracle();
+        for (std::uint32_t t = 0; t < 20; ++t) {
+          const std::vector<double> x(m[0].begin(), m[0].end());
+          std::vector<double> g(d);
+          f(i, t, x, g);
+          std::vector<std::vector<float>> gf{std::vector<float>(g.begin(), g.end())};
+          run.track(spans(gf));
+          for (std::size_t c = 0; c < d; ++c) m[0][c] -= 0.05f * gf[0][c];
+          run.step(spans(m));
+        }
+        each[i] = m[0];
+        bytes[i] = run.bytes_sent(0);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("node " << i << ": " << errors[i]);
+    REQUIRE(errors[i].empty());
+    CHECK(std::memcmp(each[i].data(), whole[i].data(), d * sizeof(float)) == 0);
+    total += bytes[i];
+  }
+  CHECK(total == all.bytes_sent());
 }

@@ -207,9 +207,15 @@ class GossipOptimizer(torch.optim.Optimizer):
     False are left alone. network: None (the launcher: mpirun or torchrun), "mpi", "torch", or a
     Loopback (then node= says which node this is). model: optional, to name parameters in errors.
     options: algorithm="scsp", compressor="top-k:0.01", schedule=..., eta=..., final_rounds=...,
-    staleness=..., overlap=..., drop_probability=..., seed=..., threads=..., ... as
+    staleness=..., overlap=..., drop_probability=..., seed=..., threads=..., tracking=..., ... as
     sparsepush-train's options (gossip_options() lists them; defaults are the CLI's). Every node
     must pass the same options and start from a model of the same size.
+
+    tracking=True (sgp, sp, choco-push; lockstep): step() first swaps each parameter's gradient
+    for the node's tracker y + g(t) - g(t-1), which follows the nodes' average gradient, and the
+    wrapped optimizer steps along it; the round then also mixes the trackers (a second message per
+    link). The loop does not change: backward() before step(), no closure. After step() the
+    parameters' .grad hold the tracker (views of one flat buffer); zero_grad() as usual.
     """
 
     def __init__(self, optimizer, *, network=None, node=None, model=None, **options):
@@ -224,6 +230,9 @@ class GossipOptimizer(torch.optim.Optimizer):
         n, self.node = self._placement(kind, network, node)
         self._spec = self._make_spec(options, n, kind)  # every check before the parameters move
         self._bind(params)
+        # gradient tracking: the gradients gathered into one flat buffer, which track() turns into
+        # the trackers the wrapped optimizer steps along (the parameters' .grad then view it)
+        self._grads = torch.zeros_like(self._flat) if self._spec["tracking"] else None
         if kind == "loopback":
             self._initial = self._flat.clone()
             self._run = network._join(self)  # its own run, or None: the Loopback steps every node at once
@@ -363,9 +372,34 @@ class GossipOptimizer(torch.optim.Optimizer):
         if run is not None and run.finished:
             raise _core.ConfigError(f"GossipOptimizer.step: node {self.node} ran finish() at round {run.round}; a run "
                                     "that trains on needs a new GossipOptimizer")
+        if self._grads is not None:
+            if closure is not None:
+                raise _core.ConfigError("GossipOptimizer(tracking=True).step: a closure would compute the gradients "
+                                        "after the tracker replaced them; call backward() before step(), and step() "
+                                        "without a closure")
+            self._track()
         loss = self.optimizer.step(closure)
         self._gossip("step")
         return loss
+
+    def _track(self):
+        """Gradient tracking: this step's gradients (None: zero) into the flat buffer, the tracker
+        y + g(t) - g(t-1) in their place, and each parameter's .grad a view of it, which the
+        wrapped optimizer steps along."""
+        g = self._grads
+        with torch.no_grad():
+            for p, at in zip(self._params, self._offsets):
+                view = g[at:at + p.numel()]
+                if p.grad is None:
+                    view.zero_()
+                elif p.grad.data_ptr() != view.data_ptr():  # a view of it already after the last step
+                    view.copy_((p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1))
+        # a tracking run is lockstep and gossips over a graph: every node has a run of its own
+        self._run.track([g])
+        for p, at in zip(self._params, self._offsets):
+            view = g[at:at + p.numel()].view_as(p)
+            if p.grad is None or p.grad.data_ptr() != view.data_ptr():
+                p.grad = view
 
     def finish(self):
         """The final rounds (SCSP's, or choco-push's given final_rounds; no local step) and every

@@ -126,6 +126,7 @@ def train_nodes(net, n, steps, options, states=None, start=0, finish=False, sche
     {"algorithm": "choco", "compressor": "top-k:0.2"},
     {"algorithm": "choco-push", "compressor": "top-k:0.2", "schedule": "random:1"},  # a reference per link
     {"algorithm": "choco-push", "compressor": "top-k:0.2", "schedule": "random:1", "staleness": "2"},  # links in order
+    {"algorithm": "choco-push", "compressor": "top-k:0.2", "tracking": True},  # the trackers and last gradients
 ])
 def test_state_dict_round_trip_continues_bit_for_bit(options):
     n = 3
@@ -218,9 +219,9 @@ def test_refusals_name_what_was_wrong():
     expect(sparsepush.ConfigError, "symmetric",
            lambda: spt.GossipOptimizer(sgd(make().parameters()), network=spt.Loopback(4), node=0, algorithm="dpsgd",
                                        schedule="directed-ring"))
-    expect(sparsepush.ConfigError, "does not track gradients in this version",
+    expect(sparsepush.ConfigError, "--tracking: runs lockstep rounds only",
            lambda: spt.GossipOptimizer(sgd(make().parameters()), network=spt.Loopback(2), node=0, algorithm="sgp",
-                                       tracking=True))
+                                       tracking=True, staleness=2))
     # the network and the node
     expect(sparsepush.ConfigError, r"node= in \[0, 2\), got 2",
            lambda: spt.GossipOptimizer(sgd(make().parameters()), network=net, node=2))

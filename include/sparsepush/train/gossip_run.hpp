@@ -5,13 +5,16 @@
 // local update with gamma = 1 (the optimizer applied its own learning rate):
 //   p_i = xh_i - model_i,   x_i' = x_i - p_i,
 // then runs round t's compression and mix (docs/design/algorithms.md, Sparse-Push steps 2-3; CHOCO-SGD's and
-// the all-reduce's rounds likewise) and writes the new xh_i back into the buffer. finish() runs
+// the all-reduce's rounds likewise) and writes the new xh_i back into the buffer. Under gradient
+// tracking, track() first swaps the caller's gradient for the tracker the optimizer steps along,
+// and step() also runs the trackers' round. finish() runs
 // the final rounds (SCSP's, or choco-push's given --final-rounds: the count it gives, or auto's at
 // the round they start) and mixes what a waiting policy left in flight. save()/restore() carry everything a
 // resumed loop needs to continue bit for bit: the round, x, u, e, the policy's expectations and
 // the byte ledger (the caller saves its optimizer's state beside it).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -41,9 +44,6 @@ class gossip_run {
              [[maybe_unused]] Net* net = nullptr)
       : spec_(s), fingerprint_(s.fingerprint(x0.empty() ? 0 : x0[0].size()).text()) {
     if (x0.empty()) throw config_error("a gossip run needs at least one node's model");
-    if (s.tracking)  // the tracker needs the gradient apart from the optimizer's step, which the caller owns
-      throw config_error("tracking: a gossip run stepped by the caller's optimizer does not track gradients in this "
-                         "version (sparsepush-train and sparsepush.train() do)");
     for (std::size_t k = 1; k < x0.size(); ++k)
       if (x0[k].size() != x0[0].size())
         throw size_error("node " + std::to_string(k) + "'s model has " + std::to_string(x0[k].size()) +
@@ -76,16 +76,43 @@ class gossip_run {
   /// The run_spec the run was built from.
   const run_spec& spec() const noexcept { return spec_; }
 
+  /// Gradient tracking (spec().tracking), round t = round(), before the optimizer's step:
+  /// grads[k] holds node first_node() + k's gradient g(t) at its model; it gets the tracker
+  /// y + g(t) - g(t-1) (algorithm/tracking.hpp), which the optimizer then steps along in place of
+  /// the gradient. Everything is checked first (sizes: size_error; NaN/Inf: non_finite_error
+  /// naming the node, the round and the index): on an error nothing changed. A second call in the
+  /// same round replaces the first's gradients. A run that does not track refuses it.
+  void track(std::span<const std::span<float>> grads) {
+    check_trains();
+    if (!spec_.tracking)
+      throw config_error("round " + std::to_string(round_) + ": track(): this run does not track gradients (its spec "
+                         "has tracking off)");
+    check_buffers(grads, "gradient");
+    for (std::size_t k = 0; k < local_; ++k)
+      detail::check_finite(std::span<const float>(grads[k]), context{0, first_node() + static_cast<std::uint32_t>(k), round_},
+                   "gradient");
+    std::visit(
+        [&](auto& a) {
+          if constexpr (requires { a->gradient(0); })
+            for (std::size_t k = 0; k < local_; ++k) {
+              std::ranges::copy(grads[k], a->gradient(k).begin());
+              a->tracker(k, grads[k]);
+            }
+        },
+        alg_);
+    tracked_ = round_;
+  }
+
   /// Round t = round(): models[k] holds node first_node() + k's model after its optimizer's step;
   /// it gets the mixed de-biased model. Everything is checked first (sizes, NaN/Inf: size_error,
-  /// non_finite_error naming the node and the round): on an error nothing changed.
+  /// non_finite_error naming the node and the round; under tracking, a round whose track() was
+  /// not called: config_error): on an error nothing changed.
   void step(std::span<const std::span<float>> models) {
-    if (finished_)
-      throw config_error("round " + std::to_string(round_) + ": this run's finish() ran already; a run that trains on "
-                         "needs a new optimizer");
-    if (round_ >= training_rounds)
-      throw config_error("round " + std::to_string(round_) + ": a gossip run takes at most 2^31 training rounds");
+    check_trains();
     check_models(models);
+    if (spec_.tracking && tracked_ != round_)
+      throw config_error("round " + std::to_string(round_) + ": a run that tracks gradients takes this round's "
+                         "gradients before its step: call track() first (GossipOptimizer.step() does)");
     std::visit(
         [&](auto& a) {
           views_.clear();
@@ -144,6 +171,7 @@ class gossip_run {
     return std::visit([&](const auto& a) -> std::size_t {
       if constexpr (requires { a->network().messages_sent(0u); })
         return a->network().messages_sent(static_cast<std::uint32_t>(a->first_node() + k));
+      else if constexpr (requires { a->messages_sent(); }) return a->messages_sent();
       else return 0;
     }, alg_);
   }
@@ -197,14 +225,22 @@ class gossip_run {
   }
 
  private:
-  void check_models(std::span<const std::span<float>> models) const {
-    if (models.size() != local_)
-      throw size_error("round " + std::to_string(round_) + ": " + std::to_string(models.size()) + " model buffers for " +
-                       std::to_string(local_) + " nodes in this process");
+  void check_trains() const {
+    if (finished_)
+      throw config_error("round " + std::to_string(round_) + ": this run's finish() ran already; a run that trains on "
+                         "needs a new optimizer");
+    if (round_ >= training_rounds)
+      throw config_error("round " + std::to_string(round_) + ": a gossip run takes at most 2^31 training rounds");
+  }
+  void check_models(std::span<const std::span<float>> models) const { check_buffers(models, "model"); }
+  void check_buffers(std::span<const std::span<float>> buffers, const char* what) const {
+    if (buffers.size() != local_)
+      throw size_error("round " + std::to_string(round_) + ": " + std::to_string(buffers.size()) + " " + what +
+                       " buffers for " + std::to_string(local_) + " nodes in this process");
     for (std::size_t k = 0; k < local_; ++k)
-      if (models[k].size() != dim_)
-        throw size_error("round " + std::to_string(round_) + ", node " + std::to_string(first_node() + k) + ": the model "
-                         "buffer has " + std::to_string(models[k].size()) + " elements, the run's model " +
+      if (buffers[k].size() != dim_)
+        throw size_error("round " + std::to_string(round_) + ", node " + std::to_string(first_node() + k) + ": the " +
+                         what + " buffer has " + std::to_string(buffers[k].size()) + " elements, the run's model " +
                          std::to_string(dim_));
   }
 
@@ -227,6 +263,7 @@ class gossip_run {
   std::vector<std::vector<float>> scratch_;
   std::vector<std::span<const float>> views_;
   std::uint32_t round_ = 0, final_rounds_ = 0;
+  std::int64_t tracked_ = -1;  ///< the round whose gradients track() took (tracking)
   bool finished_ = false;
 };
 

@@ -65,10 +65,10 @@ inline any_compressor per_layer_compressor(const any_compressor& c, std::span<co
 
 /// Gradient tracking around algorithm A: A built by make(x0) (net null: over a loopback of its
 /// own) or make(x0, network) from the models x0 and, for the trackers, from zero models. Over
-/// `net` the algorithm sends over it and the trackers over a second network of the same ranks,
-/// nodes and settings on a communicator of its own, Net(net->comm(), net->num_nodes(),
-/// net->options()) (MPI; a collective call), which the tracking object keeps; a network that
-/// cannot build one is a config_error.
+/// `net` the algorithm sends over it and the trackers over net->twin(), a second network of the
+/// same nodes whose messages never meet the first's (MPI: a communicator of its own, a collective
+/// call; a shared loopback's node: its companion network; an exchange network: the same function
+/// in calls of its own), which the tracking object keeps; a network without one is a config_error.
 template <class A, class Net, class Make>
 std::unique_ptr<tracking<A>> make_tracking(std::vector<std::vector<float>> x0, Net* net, Make&& make) {
   std::vector<std::vector<float>> zeros(x0.size(), std::vector<float>(x0.empty() ? 0 : x0[0].size(), 0.0f));
@@ -76,14 +76,14 @@ std::unique_ptr<tracking<A>> make_tracking(std::vector<std::vector<float>> x0, N
     auto x = make(std::move(x0));
     auto y = make(std::move(zeros));
     return std::make_unique<tracking<A>>(std::move(x), std::move(y));
-  } else if constexpr (requires { Net(net->comm(), net->num_nodes(), net->options()); }) {
-    auto y_net = std::make_shared<Net>(net->comm(), net->num_nodes(), net->options());
+  } else if constexpr (requires { net->twin(); }) {
+    auto y_net = net->twin();
     auto x = make(std::move(x0), *net);
     auto y = make(std::move(zeros), *y_net);
     return std::make_unique<tracking<A>>(std::move(x), std::move(y), std::move(y_net));
   } else {
     throw config_error("--tracking: the trackers need a network of their own, which this network cannot build "
-                       "(MPI's can; one process's loopback too)");
+                       "(MPI's, an exchange network's and a shared loopback's node's can; one process's loopback too)");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -64,6 +65,12 @@ class exchange_network : public network_accounting {
   std::uint32_t first_node() const noexcept { return node_; }
   /// 1: the network hosts one node.
   std::size_t local_nodes() const noexcept { return 1; }
+  /// A second network of the same node whose frames the same function moves, in calls of their
+  /// own (gradient tracking's trackers, make_tracking in train/run_algorithm.hpp): the function is
+  /// called for this network's round and then for the twin's, in that order on every node.
+  std::shared_ptr<exchange_network> twin() const {
+    return std::make_shared<exchange_network>(num_nodes(), node_, exchange_);
+  }
   /// The hosted node's endpoint; any other node is a config_error.
   exchange_endpoint endpoint(std::uint32_t node) {
     if (node != node_)

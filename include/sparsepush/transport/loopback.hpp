@@ -133,6 +133,14 @@ class loopback_network : public network_accounting {
   const std::vector<delivery>& trace() const noexcept { return trace_; }
   /// Forgets the recorded deliveries; call while no node posts.
   void clear_trace() { trace_.clear(); }
+  /// A second network of the same nodes and options whose envelopes never meet this one's: made at
+  /// the first call and the same for every later one, from any thread (gradient tracking's
+  /// trackers, loopback_node::twin()). It lives as long as this network.
+  loopback_network& companion() {
+    std::lock_guard lock(companion_mu_);
+    if (!companion_) companion_ = std::make_unique<loopback_network>(num_nodes(), opt_);
+    return *companion_;
+  }
 
  private:
   friend loopback_endpoint;
@@ -384,6 +392,8 @@ class loopback_network : public network_accounting {
   std::mutex trace_mu_;
   std::vector<delivery> trace_;
   std::atomic<std::size_t> largest_inbox_{0};
+  std::mutex companion_mu_;
+  std::unique_ptr<loopback_network> companion_;
 };
 
 static_assert(endpoint<loopback_endpoint>);

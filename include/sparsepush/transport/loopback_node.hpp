@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ class loopback_node {
   const loopback_options& options() const noexcept { return net_->options(); }
   /// The shared network.
   loopback_network& network() const noexcept { return *net_; }
+  /// The same node's view of the shared network's companion(): every thread's twin shares one
+  /// second network (gradient tracking's trackers, make_tracking in train/run_algorithm.hpp).
+  std::shared_ptr<loopback_node> twin() const { return std::make_shared<loopback_node>(net_->companion(), node_); }
 
   /// The node's endpoint (config_error for any other node).
   loopback_endpoint endpoint(std::uint32_t node) {

@@ -4,8 +4,9 @@ must be the same bits in all of them, and every node's bytes_sent the same.
 
     check_launch.py NP [--mpiexec "mpiexec -np-flag-free args..."] [--torchrun PATH]
 
-Configurations: SCSP with top-10% (lockstep; every launcher) and SP with --overlap (deferred
-rounds; Loopback and mpirun: torchrun runs lockstep rounds only).
+Configurations: SCSP with top-10% (lockstep; every launcher), SP with --overlap (deferred rounds;
+Loopback and mpirun: torchrun runs lockstep rounds only) and CHOCO-Push top-10% with gradient
+tracking (lockstep; every launcher).
 """
 import argparse
 import json
@@ -22,6 +23,8 @@ WORKER = os.path.join(HERE, "worker.py")
 CONFIGS = {
     "scsp": ({"algorithm": "scsp", "compressor": "top-k:0.1", "eta": 0.2, "schedule": "exponential", "seed": 3}, True),
     "overlap": ({"algorithm": "sp", "compressor": "top-k:0.1", "eta": 0.2, "overlap": True}, False),
+    # the trackers over a second network: MPI's communicator, the torch frames' calls, the Loopback's companion
+    "tracking": ({"algorithm": "choco-push", "compressor": "top-k:0.1", "tracking": True, "seed": 3}, True),
 }
 STEPS = 25
 

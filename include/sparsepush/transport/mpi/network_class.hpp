@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -100,10 +101,12 @@ class mpi_network : public network_accounting {
   void wait(MPI_Request& req, std::string_view what) { wait(std::span<MPI_Request>(&req, 1), what); }
   /// The timeout of every wait on other ranks.
   std::chrono::milliseconds timeout() const noexcept { return opt_.timeout; }
-  /// The settings the network was built with: mpi_network(comm(), num_nodes(), options()) builds
-  /// a second network over the same ranks, nodes and settings, on a communicator of its own (what
-  /// gradient tracking's second instance sends over).
+  /// The settings the network was built with.
   const mpi_options& options() const noexcept { return opt_; }
+  /// A second network over the same ranks, nodes and settings, on a communicator of its own
+  /// (gradient tracking's trackers, make_tracking in train/run_algorithm.hpp): collective, as the
+  /// constructor.
+  std::shared_ptr<mpi_network> twin() const { return std::make_shared<mpi_network>(comm_, num_nodes(), opt_); }
 
   /// The network's waiting policy (mpi_options::policy); deferred() unless it is lockstep.
   const wait_policy& policy() const noexcept { return opt_.policy; }
