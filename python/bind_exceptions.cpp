@@ -89,9 +89,11 @@ void translate(std::exception_ptr p) {
     std::rethrow_exception(p);
 #ifdef SPARSEPUSH_PYTHON_MPI
   } catch (const sp::mpi_error& e) {
+    mpi_out_of_step = true;
     raise(exc.mpi, e.what());
 #endif
   } catch (const sp::transport_error& e) {
+    if (live_mpi_networks > 0) mpi_out_of_step = true;
     raise(exc.transport, e.what());
   } catch (const sp::weight_underflow_error& e) {
     raise(exc.weight, e.what());

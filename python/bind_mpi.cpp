@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #endif
 
@@ -56,14 +57,38 @@ void bind_launch(py::module_& m) {
 #ifdef SPARSEPUSH_PYTHON_MPI
 namespace {
 
+/// At exit, after a TransportError of an MpiNetwork (mpi_out_of_step): a line on stderr, then
+/// MPI_Abort, which ends every rank of the job; MPI_Finalize would wait for the stalled rank, or
+/// forever. Registered once, after whoever initialized MPI, so that it runs before their finalize.
+void abort_if_out_of_step() {
+  static bool registered = false;
+  if (registered) return;
+  registered = true;
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!mpi_out_of_step || !init || fin) return;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::fprintf(stderr, "sparsepush: rank %d: a TransportError left MPI out of step; ending the job (MPI_Abort)\n",
+                 rank);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }));
+}
+
 /// Initialize MPI (FUNNELED) and finalize it at exit, unless someone else (mpi4py) initialized it
-/// first: then it is theirs to finalize.
+/// first: then it is theirs to finalize. Either way a timed-out job ends at exit (abort_if_out_of_step).
 void ensure_mpi() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   if (fin) throw sp::config_error("MPI was finalized already: an MpiNetwork cannot be built after MPI_Finalize");
-  if (init) return;
+  if (init) {
+    abort_if_out_of_step();
+    return;
+  }
   // Open MPI loads its components as plugins that need libmpi's symbols: make them global, as an
   // MPI program linked the usual way has them (a Python extension is loaded RTLD_LOCAL).
   for (const char* lib : {"libmpi.so.40", "libmpi.so.12", "libmpi.so"})
@@ -76,6 +101,7 @@ void ensure_mpi() {
     MPI_Finalized(&f);
     if (!f) MPI_Finalize();
   }));
+  abort_if_out_of_step();  // registered after the finalize: runs before it
 }
 
 /// An MPI network of n nodes over comm (None: MPI_COMM_WORLD) with the options o.

@@ -14,6 +14,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,12 @@ sp::wait_policy parse_policy(const std::string& s);
 
 // --- networks and endpoints -------------------------------------------------------------------------
 
+/// MpiNetworks alive in this process, and whether a TransportError reached Python while one was:
+/// a wait that timed out leaves its requests active and the communicator out of step, so the
+/// module's exit hook ends the job (MPI_Abort) instead of blocking in MPI_Finalize.
+inline std::atomic<int> live_mpi_networks{0};
+inline std::atomic<bool> mpi_out_of_step{false};
+
 struct py_loopback {
   std::unique_ptr<sp::loopback_network> net;
 };
@@ -88,7 +95,11 @@ struct py_mpi {
   std::thread::id thread;
   py::object comm;
 
+  py_mpi() { ++live_mpi_networks; }
+  py_mpi(const py_mpi&) = delete;
+  py_mpi& operator=(const py_mpi&) = delete;
   ~py_mpi() {
+    --live_mpi_networks;
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) (void)net.release();  // freeing its communicator after MPI_Finalize would abort

@@ -171,29 +171,61 @@ def _settings_diff(was, now):
         return f"{was!r} (now {now})"
 
 
-class _TorchFrames:
-    """Moves a round's frames over torch.distributed point-to-point: sizes first, then the bytes."""
+def _storage_ptr(t):
+    """Where the storage under tensor t starts (torch >= 2: untyped_storage(); 1.13: storage())."""
+    return t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()
 
-    def __init__(self):
+
+class _TorchFrames:
+    """Moves a round's frames over torch.distributed point-to-point: sizes first, then the bytes.
+    Every wait is bounded by `timeout` seconds in all (the run's mpi_timeout): a peer that does not
+    send or receive in time is a TransportError naming it, never a silent wait."""
+
+    def __init__(self, node, timeout):
         import torch.distributed as dist
         if not dist.is_initialized():
             dist.init_process_group(backend="gloo")
-        self.dist = dist
+        self.dist, self.node, self.timeout = dist, node, float(timeout)
+
+    def _wait(self, round, reqs, peers, what, deadline):
+        import datetime
+        import time
+        for r, (peer, direction) in zip(reqs, peers):
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise RuntimeError("Timed out")
+                r.wait(timeout=datetime.timedelta(seconds=left))
+            except RuntimeError as e:
+                if "Timed out" not in str(e):
+                    raise
+                raise _core.TransportError(
+                    f"round {round}: node {self.node} waited {self.timeout:g} s (mpi_timeout) for node {peer} to "
+                    f"{direction} {what} (torch.distributed, gloo): that rank stalled, failed or stepped fewer "
+                    "times") from None
 
     def __call__(self, round, sends, sources):
+        import time
         dist = self.dist
+        deadline = time.monotonic() + self.timeout
         out_sizes = [torch.tensor([len(frame)], dtype=torch.int64) for _, frame in sends]
         in_sizes = [torch.zeros(1, dtype=torch.int64) for _ in sources]
         reqs = [dist.isend(s, to) for (to, _), s in zip(sends, out_sizes)]
         reqs += [dist.irecv(s, src) for src, s in zip(sources, in_sizes)]
-        for r in reqs:
-            r.wait()
+        peers = [(to, "receive") for to, _ in sends] + [(src, "send") for src in sources]
+        self._wait(round, reqs, peers, "its frame's size", deadline)
         payloads = [torch.frombuffer(bytearray(frame), dtype=torch.uint8) for _, frame in sends]
         frames = [torch.empty(int(s[0]), dtype=torch.uint8) for s in in_sizes]
-        reqs = [dist.isend(p, to) for (to, _), p in zip(sends, payloads) if p.numel()]
-        reqs += [dist.irecv(f, src) for src, f in zip(sources, frames) if f.numel()]
-        for r in reqs:
-            r.wait()
+        reqs, peers = [], []
+        for (to, _), p in zip(sends, payloads):
+            if p.numel():
+                reqs.append(dist.isend(p, to))
+                peers.append((to, "receive"))
+        for src, f in zip(sources, frames):
+            if f.numel():
+                reqs.append(dist.irecv(f, src))
+                peers.append((src, "send"))
+        self._wait(round, reqs, peers, "its frame", deadline)
         return [f.numpy() for f in frames]
 
 
@@ -244,12 +276,15 @@ class GossipOptimizer(torch.optim.Optimizer):
 
     # --- set-up ----------------------------------------------------------------------------------
     def _trained_parameters(self, names):
-        params, seen = [], set()
+        params, seen, zero_size, spans = [], set(), 0, []
         for g, group in enumerate(self.optimizer.param_groups):
             for k, p in enumerate(group["params"]):
                 name = names.get(id(p), f"param_groups[{g}]['params'][{k}]")
                 what = f"parameter {name} (shape {tuple(p.shape)})"
                 if not p.requires_grad or id(p) in seen:
+                    continue
+                if p.numel() == 0:  # nothing to train or send: left as it is
+                    zero_size += 1
                     continue
                 if p.device.type != "cpu":
                     raise _core.ConfigError(f"{what} is on {p.device}: GossipOptimizer trains CPU tensors")
@@ -258,11 +293,23 @@ class GossipOptimizer(torch.optim.Optimizer):
                                             "(model.float())")
                 if p.is_sparse:
                     raise _core.ConfigError(f"{what} is sparse: GossipOptimizer trains dense parameters")
+                # a parameter whose storage overlaps another's (a view of it): each gets a slot of its
+                # own in the flat buffer, which would silently untie them
+                lo = p.data_ptr()
+                hi = lo + p.numel() * p.element_size()
+                for other, other_name, olo, ohi in spans:
+                    if _storage_ptr(p) == _storage_ptr(other) and lo < ohi and olo < hi:
+                        raise _core.ConfigError(
+                            f"{what} shares storage with parameter {other_name} (a view of it, or tied through a "
+                            "slice): GossipOptimizer gives every parameter a slot of its own in one flat buffer, "
+                            "which would untie them; tie weights by using one Parameter object")
+                spans.append((p, name, lo, hi))
                 seen.add(id(p))
                 params.append(p)
         if not params:
-            raise _core.ConfigError("GossipOptimizer: the optimizer has no parameter to train (none given, or every "
-                                    "one has requires_grad=False)")
+            raise _core.ConfigError("GossipOptimizer: the optimizer has no parameter to train (none given, every one "
+                                    "has requires_grad=False" + (f", or has no element: {zero_size} of them" if zero_size
+                                                                 else "") + ")")
         return params
 
     def _bind(self, params):
@@ -346,7 +393,7 @@ class GossipOptimizer(torch.optim.Optimizer):
             self.node = self._mpi.first_node
             self._mpi.agree(self._spec.fingerprint(self._flat.numel(), every_rank=True))
             return _core.GossipRun(self._spec, [self._flat], self._mpi, self._offsets)
-        self._exchange = _core.ExchangeNetwork(n, self.node, _TorchFrames())
+        self._exchange = _core.ExchangeNetwork(n, self.node, _TorchFrames(self.node, self._spec["mpi_timeout"]))
         return _core.GossipRun(self._spec, [self._flat], self._exchange, self._offsets)
 
     # --- the optimizer: its groups, state and defaults are the wrapped one's (lr schedulers work) ---
@@ -486,6 +533,10 @@ class GossipOptimizer(torch.optim.Optimizer):
         self.optimizer.load_state_dict(sd)
         with torch.no_grad():
             self._flat.copy_(mine["model"])
+
+    def __getstate__(self):
+        raise TypeError("GossipOptimizer cannot be pickled or deep-copied: it holds this node's live network and "
+                        "gossip state; save and load its state_dict() instead (torch.save works on it)")
 
     def __repr__(self):
         return f"GossipOptimizer(node {self.node} of {self._spec['nodes']}, {self._spec!r}, {self.optimizer!r})"

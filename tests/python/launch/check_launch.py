@@ -8,7 +8,6 @@ Configurations: SCSP with top-10% (lockstep; every launcher), SP with --overlap 
 Loopback and mpirun: torchrun runs lockstep rounds only) and CHOCO-Push top-10% with gradient
 tracking (lockstep; every launcher).
 """
-import argparse
 import json
 import os
 import shlex
@@ -17,6 +16,8 @@ import sys
 import tempfile
 
 import numpy as np
+
+import launchers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "worker.py")
@@ -52,12 +53,7 @@ def same(a, b, what_a, what_b):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("np", type=int)
-    ap.add_argument("--mpiexec")
-    ap.add_argument("--torchrun")
-    a = ap.parse_args()
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    a = launchers.arguments(__doc__)
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         for name, (options, lockstep) in CONFIGS.items():
@@ -69,14 +65,12 @@ def main():
             print(f"{name}: {a.np} nodes over a Loopback, largest distance between nodes {spread:.3g}")
             if a.mpiexec:
                 out = os.path.join(tmp, name + "-mpi")
-                run(shlex.split(a.mpiexec) + ["-np", str(a.np), py, WORKER, out, str(STEPS), opts], f"{name} under mpirun")
+                run(launchers.mpirun(a.mpiexec, a.np, py, WORKER, out, str(STEPS), opts), f"{name} under mpirun")
                 same(load(out, a.np), want, "mpirun", "the Loopback")
                 print(f"{name}: mpirun -np {a.np}: the Loopback's bits")
             if a.torchrun and lockstep:
                 out = os.path.join(tmp, name + "-torchrun")
-                # --redirects 2 --tee 2: Debian's torch 1.13 under Python 3.11 loses torchrun's default (0)
-                run([a.torchrun, "--standalone", "--nnodes", "1", "--nproc_per_node", str(a.np), "--redirects", "2",
-                     "--tee", "2", WORKER, out, str(STEPS), opts], f"{name} under torchrun")
+                run(launchers.torchrun(a.torchrun, a.np, WORKER, out, str(STEPS), opts), f"{name} under torchrun")
                 same(load(out, a.np), want, "torchrun", "the Loopback (and mpirun)" if a.mpiexec else "the Loopback")
                 print(f"{name}: torchrun --nproc_per_node {a.np}: the Loopback's bits")
 
