@@ -7,7 +7,10 @@ with `sparsepush-train --nodes N --epochs E ...` of the same options.
 
     python3 examples/python/gossip_fashion_mnist.py --nodes 16 --epochs 5      # 16 threads
     mpirun -np 8 python3 examples/python/gossip_fashion_mnist.py --epochs 1    # a node per rank
-    torchrun --nproc-per-node 8 examples/python/gossip_fashion_mnist.py --epochs 1
+    torchrun --nproc_per_node 8 --redirects 2 --tee 2 examples/python/gossip_fashion_mnist.py --epochs 1
+
+(torch 1.13, Debian's, takes --nproc_per_node and needs --redirects 2 --tee 2 under Python 3.11;
+torch >= 2 also accepts --nproc-per-node.)
 """
 import argparse
 import json
