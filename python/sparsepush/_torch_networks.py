@@ -53,7 +53,7 @@ class Loopback:
                                                           timeout=self.timeout)
             if not self._shared:
                 return None
-        return _core.GossipRun(spec, [member._flat], self._network, member._offsets, node=i)
+        return _core.GossipRun(spec, [member._host], self._network, member._offsets, node=i)
 
     def _round(self):  # the barrier's action: in one thread, while the others wait
         self._error = None
@@ -62,7 +62,7 @@ class Loopback:
             if len(ops) != 1:
                 raise _core.ConfigError("Loopback: in one round the nodes called " + ", ".join(
                     f"node {i}: {op}()" for i, op in enumerate(self._ops)) + "; every node must call the same")
-            flats = [m._flat for m in self._members]
+            flats = [m._host for m in self._members]  # each member copied its model there (staged)
             if self._run is None:
                 self._run = _core.GossipRun(self._members[0]._spec, [m._initial for m in self._members], None,
                                             self._members[0]._offsets)

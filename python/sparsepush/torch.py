@@ -60,14 +60,18 @@ def _storage_ptr(t):
     """Where the storage under tensor t starts (torch >= 2: untyped_storage(); 1.13: storage())."""
     return t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()
 
+
 class GossipOptimizer(torch.optim.Optimizer):
     """Wraps a torch optimizer: its step, then a round of Sparse-Push (or SCSP, SGP, D-PSGD,
     DeepSqueeze, CHOCO-SGD, CHOCO-Push, centralized) with this node's peers.
 
-    GossipOptimizer(optimizer, *, network=None, node=None, model=None, **options)
+    GossipOptimizer(optimizer, *, network=None, node=None, model=None, host_staged=None, **options)
 
-    optimizer: any torch.optim.Optimizer over CPU float32 parameters; those with requires_grad
-    False are left alone. network: None (the launcher: mpirun or torchrun), "mpi", "torch", or a
+    optimizer: any torch.optim.Optimizer over float32 parameters on one device; those with
+    requires_grad False are left alone. On the CPU the parameters are views of the buffer the
+    gossip mixes (no copy); on another device (a GPU) they are views of one flat tensor there, and
+    each step copies it to a host mirror, runs the round there and copies the model back
+    (host_staged=True takes that path on the CPU too). network: None (the launcher: mpirun or torchrun), "mpi", "torch", or a
     Loopback (then node= says which node this is). model: optional, to name parameters in errors.
     options: algorithm="scsp", compressor="top-k:0.01", schedule=..., eta=..., final_rounds=...,
     staleness=..., overlap=..., drop_probability=..., seed=..., threads=..., tracking=..., ... as
@@ -81,7 +85,7 @@ class GossipOptimizer(torch.optim.Optimizer):
     parameters' .grad hold the tracker (views of one flat buffer); zero_grad() as usual.
     """
 
-    def __init__(self, optimizer, *, network=None, node=None, model=None, **options):
+    def __init__(self, optimizer, *, network=None, node=None, model=None, host_staged=None, **options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"GossipOptimizer wraps a torch.optim.Optimizer, got {type(optimizer).__name__}")
         self.optimizer = optimizer
@@ -92,12 +96,17 @@ class GossipOptimizer(torch.optim.Optimizer):
         kind = self._network_kind(network)
         n, self.node = self._placement(kind, network, node)
         self._spec = self._make_spec(options, n, kind)  # every check before the parameters move
-        self._bind(params)
+        if host_staged not in (None, True, False):
+            raise _core.ConfigError(f"GossipOptimizer: host_staged must be None, True or False, got {host_staged!r}")
+        self._bind(params, params[0].device.type != "cpu" if host_staged is None else host_staged)
         # gradient tracking: the gradients gathered into one flat buffer, which track() turns into
         # the trackers the wrapped optimizer steps along (the parameters' .grad then view it)
-        self._grads = torch.zeros_like(self._flat) if self._spec["tracking"] else None
+        self._grads = self._host_grads = None
+        if self._spec["tracking"]:
+            self._grads = torch.zeros_like(self._flat)
+            self._host_grads = torch.zeros_like(self._host) if self._staged else self._grads
         if kind == "loopback":
-            self._initial = self._flat.clone()
+            self._initial = self._host.clone()
             self._run = network._join(self)  # its own run, or None: the Loopback steps every node at once
             if self._run is not None:
                 self._initial = None
@@ -107,7 +116,7 @@ class GossipOptimizer(torch.optim.Optimizer):
 
     # --- set-up ----------------------------------------------------------------------------------
     def _trained_parameters(self, names):
-        params, seen, zero_size, spans = [], set(), 0, []
+        params, seen, zero_size, spans, device = [], set(), 0, [], None
         for g, group in enumerate(self.optimizer.param_groups):
             for k, p in enumerate(group["params"]):
                 name = names.get(id(p), f"param_groups[{g}]['params'][{k}]")
@@ -117,8 +126,14 @@ class GossipOptimizer(torch.optim.Optimizer):
                 if p.numel() == 0:  # nothing to train or send: left as it is
                     zero_size += 1
                     continue
-                if p.device.type != "cpu":
-                    raise _core.ConfigError(f"{what} is on {p.device}: GossipOptimizer trains CPU tensors")
+                if p.device.type == "meta":
+                    raise _core.ConfigError(f"{what} is on meta: it holds no values to train (materialize the model "
+                                            "first, e.g. with to_empty() and an initialization)")
+                if device is None:
+                    device, device_name = p.device, name
+                elif p.device != device:
+                    raise _core.ConfigError(f"{what} is on {p.device}, parameter {device_name} on {device}: "
+                                            "GossipOptimizer trains parameters on one device (model.to(device))")
                 if p.dtype != torch.float32:
                     raise _core.ConfigError(f"{what} is {p.dtype}: GossipOptimizer trains float32 parameters "
                                             "(model.float())")
@@ -143,10 +158,13 @@ class GossipOptimizer(torch.optim.Optimizer):
                                                                  else "") + ")")
         return params
 
-    def _bind(self, params):
-        """One flat float32 tensor holds every trained parameter; the parameters become its views."""
+    def _bind(self, params, staged):
+        """One flat float32 tensor on the parameters' device holds every trained parameter; the
+        parameters become its views. The gossip runs on _host: that tensor itself, or (staged) a
+        CPU mirror that _to_host() and _to_device() copy to and from, blocking."""
         total = sum(p.numel() for p in params)
-        self._flat = torch.empty(total, dtype=torch.float32)
+        self._flat = torch.empty(total, dtype=torch.float32, device=params[0].device)
+        self._staged = staged
         self._offsets, at = [], 0
         with torch.no_grad():
             for p in params:
@@ -156,6 +174,15 @@ class GossipOptimizer(torch.optim.Optimizer):
                 p.data = view.view_as(p)
                 at += p.numel()
         self._params = params
+        self._host = self._flat.to("cpu", copy=True) if staged else self._flat
+
+    def _to_host(self):
+        if self._staged:
+            self._host.copy_(self._flat)
+
+    def _to_device(self):
+        if self._staged:
+            self._flat.copy_(self._host)
 
     @staticmethod
     def _network_kind(network):
@@ -223,9 +250,9 @@ class GossipOptimizer(torch.optim.Optimizer):
                 raise _core.ConfigError(f"GossipOptimizer under mpirun runs one node per rank: {self._mpi.ranks} ranks")
             self.node = self._mpi.first_node
             self._mpi.agree(self._spec.fingerprint(self._flat.numel(), every_rank=True))
-            return _core.GossipRun(self._spec, [self._flat], self._mpi, self._offsets)
+            return _core.GossipRun(self._spec, [self._host], self._mpi, self._offsets)
         self._exchange = _core.ExchangeNetwork(n, self.node, _TorchFrames(self.node, self._spec["mpi_timeout"]))
-        return _core.GossipRun(self._spec, [self._flat], self._exchange, self._offsets)
+        return _core.GossipRun(self._spec, [self._host], self._exchange, self._offsets)
 
     # --- the optimizer: its groups, state and defaults are the wrapped one's (lr schedulers work) ---
     param_groups = property(lambda self: self.optimizer.param_groups)
@@ -273,7 +300,11 @@ class GossipOptimizer(torch.optim.Optimizer):
                 elif p.grad.data_ptr() != view.data_ptr():  # a view of it already after the last step
                     view.copy_((p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1))
         # a tracking run is lockstep and gossips over a graph: every node has a run of its own
-        self._run.track([g])
+        if self._staged:
+            self._host_grads.copy_(g)
+        self._run.track([self._host_grads])
+        if self._staged:
+            g.copy_(self._host_grads)
         for p, at in zip(self._params, self._offsets):
             view = g[at:at + p.numel()].view_as(p)
             if p.grad is None or p.grad.data_ptr() != view.data_ptr():
@@ -289,12 +320,16 @@ class GossipOptimizer(torch.optim.Optimizer):
         return self._current().final_rounds
 
     def _gossip(self, op):
-        if self._run is None:  # a Loopback that steps every node at once
-            self._net._arrive(self.node, op)
-        elif op == "step":
-            self._run.step([self._flat])
-        else:
-            self._run.finish([self._flat])
+        self._to_host()
+        try:
+            if self._run is None:  # a Loopback that steps every node at once
+                self._net._arrive(self.node, op)
+            elif op == "step":
+                self._run.step([self._host])
+            else:
+                self._run.finish([self._host])
+        finally:  # a refused round changed nothing: the device keeps the optimizer's step
+            self._to_device()
 
     def _current(self):
         return self._run if self._run is not None else self._net._run
@@ -327,13 +362,15 @@ class GossipOptimizer(torch.optim.Optimizer):
         error-feedback residuals, the policy's expectations, the byte ledger), this node's model and
         the settings. Every node calls it at the same step, as a step: a waiting policy mixes what
         is in flight first (over a Loopback the state holds every node's)."""
+        self._to_host()
         if self._run is None:
             state = self._net._state(self.node)  # every node calls it: a round of its own
         else:
             state = self._run.save()
-            self._run.write_models([self._flat])  # a waiting policy's drain may have changed them
+            self._run.write_models([self._host])  # a waiting policy's drain may have changed them
+        self._to_device()
         sd = self.optimizer.state_dict()
-        sd["sparsepush"] = {"gossip": state, "model": self._flat.clone(), "node": self.node,
+        sd["sparsepush"] = {"gossip": state, "model": self._host.clone(), "node": self.node,
                             "nodes": self._spec["nodes"], "settings": self._settings()}
         return sd
 
@@ -364,6 +401,7 @@ class GossipOptimizer(torch.optim.Optimizer):
         self.optimizer.load_state_dict(sd)
         with torch.no_grad():
             self._flat.copy_(mine["model"])
+            self._host.copy_(mine["model"])
 
     def __getstate__(self):
         raise TypeError("GossipOptimizer cannot be pickled or deep-copied: it holds this node's live network and "
