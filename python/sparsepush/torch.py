@@ -65,14 +65,19 @@ class GossipOptimizer(torch.optim.Optimizer):
     """Wraps a torch optimizer: its step, then a round of Sparse-Push (or SCSP, SGP, D-PSGD,
     DeepSqueeze, CHOCO-SGD, CHOCO-Push, centralized) with this node's peers.
 
-    GossipOptimizer(optimizer, *, network=None, node=None, model=None, host_staged=None, **options)
+    GossipOptimizer(optimizer, *, network=None, node=None, model=None, buffers="gossip", host_staged=None,
+                    **options)
 
     optimizer: any torch.optim.Optimizer over float32 parameters on one device; those with
     requires_grad False are left alone. On the CPU the parameters are views of the buffer the
     gossip mixes (no copy); on another device (a GPU) they are views of one flat tensor there, and
     each step copies it to a host mirror, runs the round there and copies the model back
     (host_staged=True takes that path on the CPU too). network: None (the launcher: mpirun or torchrun), "mpi", "torch", or a
-    Loopback (then node= says which node this is). model: optional, to name parameters in errors.
+    Loopback (then node= says which node this is). model: the module (optional): it names
+    parameters in errors, and its buffers are what `buffers` acts on. buffers="gossip" (the
+    default): the model's float32 buffers (BatchNorm's running mean and variance) join the flat
+    tensor and are mixed like the parameters, so finish() leaves them at the nodes' average;
+    "local": each node keeps its own. Integer buffers (num_batches_tracked) are always local.
     options: algorithm="scsp", compressor="top-k:0.01", schedule=..., eta=..., final_rounds=...,
     staleness=..., overlap=..., drop_probability=..., seed=..., threads=..., tracking=..., ... as
     sparsepush-train's options (gossip_options() lists them; defaults are the CLI's). Every node
@@ -85,7 +90,8 @@ class GossipOptimizer(torch.optim.Optimizer):
     parameters' .grad hold the tracker (views of one flat buffer); zero_grad() as usual.
     """
 
-    def __init__(self, optimizer, *, network=None, node=None, model=None, host_staged=None, **options):
+    def __init__(self, optimizer, *, network=None, node=None, model=None, buffers="gossip", host_staged=None,
+                 **options):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"GossipOptimizer wraps a torch.optim.Optimizer, got {type(optimizer).__name__}")
         self.optimizer = optimizer
@@ -93,12 +99,13 @@ class GossipOptimizer(torch.optim.Optimizer):
         self._net = network
         names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
         params = self._trained_parameters(names)
+        mixed = self._mixed_buffers(model, buffers, params[0].device)
         kind = self._network_kind(network)
         n, self.node = self._placement(kind, network, node)
         self._spec = self._make_spec(options, n, kind)  # every check before the parameters move
         if host_staged not in (None, True, False):
             raise _core.ConfigError(f"GossipOptimizer: host_staged must be None, True or False, got {host_staged!r}")
-        self._bind(params, params[0].device.type != "cpu" if host_staged is None else host_staged)
+        self._bind(params, mixed, params[0].device.type != "cpu" if host_staged is None else host_staged)
         # gradient tracking: the gradients gathered into one flat buffer, which track() turns into
         # the trackers the wrapped optimizer steps along (the parameters' .grad then view it)
         self._grads = self._host_grads = None
@@ -158,22 +165,44 @@ class GossipOptimizer(torch.optim.Optimizer):
                                                                  else "") + ")")
         return params
 
-    def _bind(self, params, staged):
-        """One flat float32 tensor on the parameters' device holds every trained parameter; the
-        parameters become its views. The gossip runs on _host: that tensor itself, or (staged) a
-        CPU mirror that _to_host() and _to_device() copy to and from, blocking."""
-        total = sum(p.numel() for p in params)
+    @staticmethod
+    def _mixed_buffers(model, buffers, device):
+        """The model's buffers the gossip mixes: its float32 ones under buffers="gossip"."""
+        if buffers not in ("gossip", "local"):
+            raise _core.ConfigError(f"GossipOptimizer: buffers must be 'gossip' or 'local', got {buffers!r}")
+        if model is None or buffers == "local":
+            return []
+        out = []
+        for name, b in model.named_buffers():
+            if not b.is_floating_point() or b.numel() == 0:
+                continue  # integer counters (num_batches_tracked) stay each node's own
+            what = f"buffer {name} (shape {tuple(b.shape)})"
+            if b.dtype != torch.float32:
+                raise _core.ConfigError(f"{what} is {b.dtype}: buffers='gossip' mixes float32 buffers (model.float(), "
+                                        "or buffers='local')")
+            if b.device != device:
+                raise _core.ConfigError(f"{what} is on {b.device}, the parameters on {device} (model.to(device))")
+            out.append(b)
+        return out
+
+    def _bind(self, params, mixed_buffers, staged):
+        """One flat float32 tensor on the parameters' device holds every trained parameter, then
+        the buffers the gossip mixes; they become its views. The gossip runs on _host: that tensor
+        itself, or (staged) a CPU mirror that _to_host() and _to_device() copy to and from,
+        blocking."""
+        self._params, self._buffers = params, mixed_buffers
+        self._param_elements = sum(p.numel() for p in params)  # the buffers' slots come after
+        total = self._param_elements + sum(b.numel() for b in mixed_buffers)
         self._flat = torch.empty(total, dtype=torch.float32, device=params[0].device)
         self._staged = staged
         self._offsets, at = [], 0
         with torch.no_grad():
-            for p in params:
+            for p in params + mixed_buffers:
                 self._offsets.append(at)
                 view = self._flat[at:at + p.numel()]
                 view.copy_(p.detach().reshape(-1))
                 p.data = view.view_as(p)
                 at += p.numel()
-        self._params = params
         self._host = self._flat.to("cpu", copy=True) if staged else self._flat
 
     def _to_host(self):
@@ -293,6 +322,7 @@ class GossipOptimizer(torch.optim.Optimizer):
         wrapped optimizer steps along."""
         g = self._grads
         with torch.no_grad():
+            g[self._param_elements:].zero_()  # a buffer has no gradient
             for p, at in zip(self._params, self._offsets):
                 view = g[at:at + p.numel()]
                 if p.grad is None:
@@ -335,10 +365,11 @@ class GossipOptimizer(torch.optim.Optimizer):
         return self._run if self._run is not None else self._net._run
 
     def _check_bound(self):
-        for p in self._params:
+        for p in self._params + self._buffers:
             if p.data.data_ptr() < self._flat.data_ptr() or p.data.data_ptr() >= self._flat.data_ptr() + 4 * self._flat.numel():
-                raise _core.ConfigError("GossipOptimizer: a parameter no longer lives in the flat buffer (was the model "
-                                        "moved with .to(), .cuda() or load_state_dict(assign)?); wrap a new optimizer")
+                raise _core.ConfigError("GossipOptimizer: a parameter or buffer no longer lives in the flat buffer (was "
+                                        "the model moved with .to(), .cuda() or load_state_dict(assign)?); wrap a new "
+                                        "optimizer")
 
     def stats(self):
         """{"node", "nodes", "rounds", "weight", "bytes_sent", "messages_sent", "messages_dropped",
