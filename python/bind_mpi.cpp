@@ -202,6 +202,43 @@ void bind_mpi(py::module_& m) {
           "agree(settings)\n\nCollective: every rank checks that all ranks pass the same settings string; a mismatch "
           "raises ConfigError on every rank naming the ranks that differ.")
       .def(
+          "ordered_average",
+          [](py_mpi& n, py::sequence models) {
+            n.check_thread("MpiNetwork.ordered_average");
+            if (py::len(models) != n.net->local_nodes())
+              throw sp::size_error("ordered_average: " + std::to_string(py::len(models)) + " models for the " +
+                                   std::to_string(n.net->local_nodes()) + " nodes of rank " +
+                                   std::to_string(n.net->rank()));
+            std::vector<held_buffer> held;
+            for (std::size_t k = 0; k < py::len(models); ++k)
+              held.push_back(take_buffer(models[k], "models[k]", false, dtype::f32));
+            const std::size_t d = held.empty() ? 0 : held[0].span<float>().size();
+            for (const auto& h : held)
+              if (h.span<float>().size() != d) throw sp::size_error("ordered_average: models of different sizes");
+            std::vector<float> avg(d, 0.0f);
+            {
+              py::gil_scoped_release nogil;
+              if (!n.group) n.group = std::make_unique<sp::mpi_process_group>(*n.net);  // collective
+              const auto nodes = static_cast<float>(n.net->num_nodes());
+              n.group->ordered_sum(std::span<float>(avg), std::span<double>(), [&] {
+                for (const auto& h : held) {
+                  const auto m = h.span<float>();
+                  for (std::size_t l = 0; l < d; ++l) avg[l] += m[l] / nodes;
+                }
+              });
+            }
+            return array_owning(std::move(avg));
+          },
+          py::arg("models"),
+          R"doc(ordered_average(models) -> numpy float32 array
+
+Collective: the average of every node's model over the ranks, sum_i (x_i / n) in float32, added in
+node order (rank r adds its nodes' models, in order, to rank r - 1's sum and passes it on; the last
+rank's sum reaches every rank), so the bits do not depend on timing and equal one process adding
+every node in order (sparsepush-train's averaged model). models: this rank's nodes' models
+(float32, of one size). Each rank but the last sends the d values once; the last sends the result
+to every other rank.)doc")
+      .def(
           "finish",
           [](py_mpi& n) {
             n.check_thread("MpiNetwork.finish");

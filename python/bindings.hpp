@@ -10,6 +10,7 @@
 
 #include <sparsepush/sparsepush.hpp>
 #ifdef SPARSEPUSH_PYTHON_MPI
+#include <sparsepush/train/mpi.hpp>
 #include <sparsepush/transport/mpi.hpp>
 #endif
 
@@ -92,6 +93,7 @@ struct py_loopback {
 /// from it) and the mpi4py communicator given, kept alive.
 struct py_mpi {
   std::unique_ptr<sp::mpi_network> net;
+  std::unique_ptr<sp::mpi_process_group> group;  ///< ordered_average()'s, built at its first call (freed first)
   std::thread::id thread;
   py::object comm;
 

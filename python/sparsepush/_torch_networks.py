@@ -26,6 +26,7 @@ class Loopback:
         self._ops = [None] * n
         self._barrier = threading.Barrier(n, action=self._round)
         self._run = self._spec = self._error = self._pending = self._saved = self._shared = self._network = None
+        self._averaged = None
 
     def _join(self, member):
         """Register a node; returns its own GossipRun over the shared LoopbackNetwork (lockstep rounds
@@ -63,6 +64,9 @@ class Loopback:
                 raise _core.ConfigError("Loopback: in one round the nodes called " + ", ".join(
                     f"node {i}: {op}()" for i, op in enumerate(self._ops)) + "; every node must call the same")
             flats = [m._host for m in self._members]  # each member copied its model there (staged)
+            if self._ops[0] == "average":  # no round: the models as they stand
+                self._averaged = ordered_average(flats)
+                return
             if self._run is None:
                 self._run = _core.GossipRun(self._members[0]._spec, [m._initial for m in self._members], None,
                                             self._members[0]._offsets)
@@ -92,6 +96,10 @@ class Loopback:
                                        "nodes' calls (a node failed, stopped, or called fewer steps)") from None
         if self._error is not None:
             raise self._error
+
+    def _average(self, node):
+        self._arrive(node, "average")
+        return torch.from_numpy(self._averaged.copy())  # each node its own tensor
 
     def _state(self, node):
         self._arrive(node, "save")
@@ -134,7 +142,7 @@ class _TorchFrames:
             dist.init_process_group(backend="gloo")
         self.dist, self.node, self.timeout = dist, node, float(timeout)
 
-    def _wait(self, round, reqs, peers, what, deadline):
+    def _wait(self, where, reqs, peers, what, deadline):
         import datetime
         import time
         for r, (peer, direction) in zip(reqs, peers):
@@ -147,7 +155,7 @@ class _TorchFrames:
                 if "Timed out" not in str(e):
                     raise
                 raise _core.TransportError(
-                    f"round {round}: node {self.node} waited {self.timeout:g} s (mpi_timeout) for node {peer} to "
+                    f"{where}: node {self.node} waited {self.timeout:g} s (mpi_timeout) for node {peer} to "
                     f"{direction} {what} (torch.distributed, gloo): that rank stalled, failed or stepped fewer "
                     "times") from None
 
@@ -160,7 +168,7 @@ class _TorchFrames:
         reqs = [dist.isend(s, to) for (to, _), s in zip(sends, out_sizes)]
         reqs += [dist.irecv(s, src) for src, s in zip(sources, in_sizes)]
         peers = [(to, "receive") for to, _ in sends] + [(src, "send") for src in sources]
-        self._wait(round, reqs, peers, "its frame's size", deadline)
+        self._wait(f"round {round}", reqs, peers, "its frame's size", deadline)
         payloads = [torch.frombuffer(bytearray(frame), dtype=torch.uint8) for _, frame in sends]
         frames = [torch.empty(int(s[0]), dtype=torch.uint8) for s in in_sizes]
         reqs, peers = [], []
@@ -172,5 +180,39 @@ class _TorchFrames:
             if f.numel():
                 reqs.append(dist.irecv(f, src))
                 peers.append((src, "send"))
-        self._wait(round, reqs, peers, "its frame", deadline)
+        self._wait(f"round {round}", reqs, peers, "its frame", deadline)
         return [f.numpy() for f in frames]
+
+    def ordered_average(self, model, nodes):
+        """ordered_average() over the ranks, one node each: rank r adds its model to rank r - 1's
+        sum and passes it on; the last rank's sum reaches every rank. Returns the average and the
+        bytes this rank sent."""
+        import time
+        dist, r, last = self.dist, self.node, nodes - 1
+        deadline = time.monotonic() + self.timeout
+        acc = torch.zeros_like(model)
+        if r > 0:
+            self._wait("the averaged model", [dist.irecv(acc, r - 1)], [(r - 1, "send")], "its partial sum", deadline)
+        acc = torch.from_numpy(ordered_average([model], nodes, start=acc.numpy()))
+        sent = 0
+        if r < last:
+            self._wait("the averaged model", [dist.isend(acc, r + 1)], [(r + 1, "receive")], "the partial sum",
+                       deadline)
+            sent += 4 * acc.numel()
+            self._wait("the averaged model", [dist.irecv(acc, last)], [(last, "send")], "the average", deadline)
+        else:
+            reqs = [dist.isend(acc, q) for q in range(last)]
+            self._wait("the averaged model", reqs, [(q, "receive") for q in range(last)], "the average", deadline)
+            sent += 4 * acc.numel() * last
+        return acc, sent
+
+
+def ordered_average(models, nodes=None, start=None):
+    """sum_i (models[i] / nodes) in float32, added in order to `start` (zeros): the averaged model
+    as sparsepush-train and MpiNetwork.ordered_average add it, the same bits."""
+    import numpy as np
+    nodes = len(models) if nodes is None else nodes
+    acc = np.zeros(models[0].numel(), dtype=np.float32) if start is None else start.copy()
+    for m in models:
+        acc += m.numpy() / np.float32(nodes)
+    return acc

@@ -23,6 +23,7 @@ in the parameters for the next forward pass. The options are sparsepush-train's 
 under the same names (sparsepush.run_options(), those with "gossip": True), checked by the
 library's rules.
 """
+import contextlib
 import warnings
 
 import torch
@@ -97,6 +98,7 @@ class GossipOptimizer(torch.optim.Optimizer):
         self.optimizer = optimizer
         self._mpi = None
         self._net = network
+        self._average_bytes = 0
         names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
         params = self._trained_parameters(names)
         mixed = self._mixed_buffers(model, buffers, params[0].device)
@@ -280,7 +282,8 @@ class GossipOptimizer(torch.optim.Optimizer):
             self.node = self._mpi.first_node
             self._mpi.agree(self._spec.fingerprint(self._flat.numel(), every_rank=True))
             return _core.GossipRun(self._spec, [self._host], self._mpi, self._offsets)
-        self._exchange = _core.ExchangeNetwork(n, self.node, _TorchFrames(self.node, self._spec["mpi_timeout"]))
+        self._exchange_frames = _TorchFrames(self.node, self._spec["mpi_timeout"])
+        self._exchange = _core.ExchangeNetwork(n, self.node, self._exchange_frames)
         return _core.GossipRun(self._spec, [self._host], self._exchange, self._offsets)
 
     # --- the optimizer: its groups, state and defaults are the wrapped one's (lr schedulers work) ---
@@ -371,21 +374,61 @@ class GossipOptimizer(torch.optim.Optimizer):
                                         "the model moved with .to(), .cuda() or load_state_dict(assign)?); wrap a new "
                                         "optimizer")
 
+    def average(self):
+        """The averaged model: the mean of every node's de-biased model as it stands (no round),
+        sum_i (xh_i / n) in float32 added in node order, as a flat CPU tensor (the trained
+        parameters, then the mixed buffers, in the order of the model's), summed as sparsepush-train
+        sums the averaged model it evaluates, and the same bits under a Loopback, mpirun and torchrun.
+        Collective: every node calls it at the same step. stats()["average_bytes"] counts what it
+        sent (none over a Loopback, in one process; over mpirun and torchrun each node but the last
+        sends the model's d float32 once and the last sends the average to every other node)."""
+        self._check_bound()
+        self._to_host()
+        if isinstance(self._net, Loopback):
+            return self._net._average(self.node)
+        if self._mpi is not None:
+            last = self._mpi.ranks - 1
+            avg = torch.from_numpy(self._mpi.ordered_average([self._host]))
+            self._average_bytes += 4 * avg.numel() * (last if self.node == last else 1) if last else 0
+            return avg
+        avg, sent = self._exchange_frames.ordered_average(self._host, self._spec["nodes"])
+        self._average_bytes += sent
+        return avg
+
+    @contextlib.contextmanager
+    def averaged(self):
+        """with opt.averaged(): ... runs its body with the averaged model (average()) in this node's
+        parameters and mixed buffers, for evaluation, and puts the node's own model back after.
+        Collective, as average(). The optimizer must not step inside."""
+        avg = self.average()
+        own = self._flat.clone()
+        with torch.no_grad():
+            self._flat.copy_(avg)
+        try:
+            yield self
+        finally:
+            with torch.no_grad():
+                self._flat.copy_(own)
+
     def stats(self):
         """{"node", "nodes", "rounds", "weight", "bytes_sent", "messages_sent", "messages_dropped",
-        "max_staleness", "final_rounds", "process_bytes_sent"}: bytes_sent and messages_sent are this
-        node's; messages_dropped, max_staleness and process_bytes_sent its run's (all nodes when a
-        Loopback steps every node at once)."""
+        "max_staleness", "final_rounds", "process_bytes_sent", "average_bytes"}: bytes_sent and
+        messages_sent are this node's gossip; messages_dropped, max_staleness and
+        process_bytes_sent its run's (all nodes when a Loopback steps every node at once);
+        average_bytes what this node's average() calls sent."""
         run = self._current()
         k = 0 if self._run is not None else self.node
         if run is None:
-            return {"node": self.node, "nodes": self._spec["nodes"], "rounds": 0, "weight": 1.0, "bytes_sent": 0,
-                    "messages_sent": 0, "messages_dropped": 0, "max_staleness": 0, "final_rounds": 0,
-                    "process_bytes_sent": 0}
-        return {"node": self.node, "nodes": self._spec["nodes"], "rounds": run.round, "weight": run.weight(k),
-                "bytes_sent": run.node_bytes_sent(k), "messages_sent": run.node_messages_sent(k),
-                "messages_dropped": run.messages_dropped, "max_staleness": run.max_staleness,
-                "final_rounds": run.final_rounds, "process_bytes_sent": run.bytes_sent}
+            out = {"node": self.node, "nodes": self._spec["nodes"], "rounds": 0, "weight": 1.0, "bytes_sent": 0,
+                   "messages_sent": 0, "messages_dropped": 0, "max_staleness": 0, "final_rounds": 0,
+                   "process_bytes_sent": 0}
+        else:
+            out = {"node": self.node, "nodes": self._spec["nodes"], "rounds": run.round, "weight": run.weight(k),
+                   "bytes_sent": run.node_bytes_sent(k), "messages_sent": run.node_messages_sent(k),
+                   "messages_dropped": run.messages_dropped, "max_staleness": run.max_staleness,
+                   "final_rounds": run.final_rounds, "process_bytes_sent": run.bytes_sent}
+        out["average_bytes"] = self._average_bytes
+        return out
 
     # --- state -----------------------------------------------------------------------------------
     def state_dict(self):

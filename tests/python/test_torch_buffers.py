@@ -2,7 +2,8 @@
 # BatchNorm's running statistics are mixed like the parameters, so after SCSP's finish() every
 # node's model gives the accuracy of the averaged model (the mean of the nodes' state_dicts,
 # computed here) within 0.5 points; with "local" each node keeps statistics of its own data and
-# the gap is measured. Integer buffers stay each node's own; bad values are refused.
+# the gap is measured. Integer buffers stay each node's own; bad values are refused. average() is
+# the mean of the nodes' models (computed here in double), and averaged() swaps it in and back.
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -95,3 +96,37 @@ def test_buffers_setting_is_checked():
     b = make()
     assert spt.GossipOptimizer(torch.optim.SGD(b.parameters(), lr=0.1), network=spt.Loopback(2), node=0,
                                model=b)._flat.numel() == n_params + 64
+
+
+def test_average_is_the_mean_of_the_nodes_models_and_averaged_swaps_it_in():
+    net = spt.Loopback(N)
+
+    def node(i):
+        m = make()
+        opt = spt.GossipOptimizer(torch.optim.SGD(m.parameters(), lr=0.05), network=net, node=i, model=m,
+                                  algorithm="sp", compressor="top-k:0.1")
+        m.train()
+        for t in range(5):
+            x, y = data(i, t)
+            opt.zero_grad()
+            F.cross_entropy(m(x), y).backward()
+            opt.step()
+        own = {k: v.clone() for k, v in m.state_dict().items()}
+        avg = opt.average()
+        with opt.averaged():
+            inside = {k: v.clone() for k, v in m.state_dict().items()}
+        assert all(torch.equal(v, m.state_dict()[k]) for k, v in own.items())  # the node's own model is back
+        return own, avg, inside, opt.stats()["average_bytes"]
+    out = in_threads(N, node)
+    keys = [k for k, v in out[0][0].items() if v.is_floating_point()]
+    mean = {k: sum(o[0][k].double() for o in out) / N for k in keys}
+    # the flat layout: the parameters, then the mixed buffers, each in the model's order
+    order = [k for k in keys if "running" not in k] + [k for k in keys if "running" in k]
+    want = torch.cat([mean[k].reshape(-1) for k in order])
+    for own, avg, inside, sent in out:
+        assert torch.equal(avg, out[0][1])  # the same bits at every node
+        assert torch.allclose(avg.double(), want, atol=1e-6)
+        for k in keys:
+            assert torch.allclose(inside[k].double(), mean[k], atol=1e-6), k
+        assert sent == 0  # one process: nothing sent
+    assert max(float((o[0]["0.weight"] - out[0][0]["0.weight"]).abs().max()) for o in out) > 1e-3  # they differ

@@ -1,6 +1,7 @@
 """The launch tests of sparsepush.torch: the same training (worker.py) as N threads over a
 Loopback, under `mpirun -np N` and under `torchrun --nproc_per_node N`; every node's final model
-must be the same bits in all of them, and every node's bytes_sent the same.
+must be the same bits in all of them, and every node's bytes_sent the same; so must every node's
+average() (taken before finish()), which must also be the mean of the nodes' models.
 
     check_launch.py NP [--mpiexec "mpiexec -np-flag-free args..."] [--torchrun PATH]
 
@@ -38,12 +39,26 @@ def run(cmd, what):
 
 
 def load(out, n):
-    return [(np.load(os.path.join(out, f"node{i}.npy")), json.load(open(os.path.join(out, f"node{i}.json"))))
-            for i in range(n)]
+    return [(np.load(os.path.join(out, f"node{i}.npy")), json.load(open(os.path.join(out, f"node{i}.json"))),
+             np.load(os.path.join(out, f"average{i}.npy"))) for i in range(n)]
+
+
+def check_average(out, n, what):
+    """Every node's average() is the same bits, and the mean of the nodes' models (in double, here)."""
+    before = np.stack([np.load(os.path.join(out, f"before{i}.npy")) for i in range(n)]).astype(np.float64)
+    avgs = [np.load(os.path.join(out, f"average{i}.npy")) for i in range(n)]
+    mean = before.mean(0)
+    for i, a in enumerate(avgs):
+        if a.tobytes() != avgs[0].tobytes():
+            sys.exit(f"{what}: node {i}'s average() differs from node 0's")
+        if np.abs(a - mean).max() > 1e-6 * max(1.0, np.abs(mean).max()):
+            sys.exit(f"{what}: average() is {np.abs(a - mean).max():.3g} from the mean of the nodes' models")
 
 
 def same(a, b, what_a, what_b):
-    for i, ((ma, sa), (mb, sb)) in enumerate(zip(a, b)):
+    for i, ((ma, sa, aa), (mb, sb, ab)) in enumerate(zip(a, b)):
+        if aa.tobytes() != ab.tobytes():
+            sys.exit(f"node {i}: the averaged model of {what_a} differs from {what_b}'s")
         if ma.tobytes() != mb.tobytes():
             sys.exit(f"node {i}: the model of {what_a} differs from {what_b}'s (largest difference "
                      f"{np.abs(ma - mb).max():.3g})")
@@ -61,16 +76,19 @@ def main():
             ref = os.path.join(tmp, name + "-loopback")
             run([py, WORKER, ref, str(STEPS), opts, "--loopback", str(a.np)], f"{name} over a Loopback")
             want = load(ref, a.np)
-            spread = max(np.abs(m - want[0][0]).max() for m, _ in want)
+            check_average(ref, a.np, f"{name} over a Loopback")
+            spread = max(np.abs(m - want[0][0]).max() for m, _, _ in want)
             print(f"{name}: {a.np} nodes over a Loopback, largest distance between nodes {spread:.3g}")
             if a.mpiexec:
                 out = os.path.join(tmp, name + "-mpi")
                 run(launchers.mpirun(a.mpiexec, a.np, py, WORKER, out, str(STEPS), opts), f"{name} under mpirun")
+                check_average(out, a.np, f"{name} under mpirun")
                 same(load(out, a.np), want, "mpirun", "the Loopback")
                 print(f"{name}: mpirun -np {a.np}: the Loopback's bits")
             if a.torchrun and lockstep:
                 out = os.path.join(tmp, name + "-torchrun")
                 run(launchers.torchrun(a.torchrun, a.np, WORKER, out, str(STEPS), opts), f"{name} under torchrun")
+                check_average(out, a.np, f"{name} under torchrun")
                 same(load(out, a.np), want, "torchrun", "the Loopback (and mpirun)" if a.mpiexec else "the Loopback")
                 print(f"{name}: torchrun --nproc_per_node {a.np}: the Loopback's bits")
 

@@ -1,7 +1,9 @@
 """One run of the launch tests (tests/python/launch/check_launch.py): a small MLP trained on
 synthetic non-IID data (node i's inputs shifted by 0.3 i) with GossipOptimizer over the launcher's
 network (mpirun, torchrun) or, with --loopback N, N threads over a Loopback; `steps` steps, then
-finish(). Writes each node's final flat model to OUT/node<i>.npy and its stats to OUT/node<i>.json.
+finish(). Writes each node's final flat model to OUT/node<i>.npy and its stats to OUT/node<i>.json,
+and, before finish(), its model to OUT/before<i>.npy and the averaged model average() gives it to
+OUT/average<i>.npy.
 
     worker.py OUT STEPS OPTIONS_JSON [--loopback N]
 """
@@ -40,9 +42,13 @@ def train(out, steps, options, network=None, node=None):
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
+    before = torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy().copy()
+    avg = opt.average()  # every node's model as it stands, averaged (collective)
     opt.finish()
     flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
     np.save(os.path.join(out, f"node{i}.npy"), flat)
+    np.save(os.path.join(out, f"average{i}.npy"), avg.numpy())
+    np.save(os.path.join(out, f"before{i}.npy"), before)
     with open(os.path.join(out, f"node{i}.json"), "w") as f:
         json.dump(opt.stats(), f)
 
