@@ -24,6 +24,7 @@ rest=(
   iproute2 python3                                  # bench/net/testbed.sh: namespaces, tc, its probe
   python3-dev pybind11-dev libdlpack-dev            # the Python module (python/)
   python3-numpy python3-pytest python3-mpi4py python3-torch  # its tests and the PyTorch examples
+  python3-torchvision                               # examples/python/resnet_fashion_mnist.py, bench/peers/torch_wrapper.py --model resnet18
   python3-venv python3-pip python3-setuptools python3-wheel  # pip install . (setup.py) into a virtual environment
   doxygen                                           # the API reference (cmake --build build --target docs) and its test
 )

@@ -269,6 +269,12 @@ round had no track(). The GIL is released.)doc")
           "node_bytes_sent", [](py_run& self, std::size_t k) { return self.visit([&](auto& r) { return r.bytes_sent(k); }); },
           py::arg("k"), "node_bytes_sent(k) -> int\n\nBytes local node k has sent.")
       .def(
+          "node_state_bytes",
+          [](py_run& self, std::size_t k) { return self.visit([&](auto& r) { return r.state_bytes(k); }); },
+          py::arg("k"),
+          "node_state_bytes(k) -> int\n\nBytes of state local node k keeps beside the caller's model (the algorithm's "
+          "numerator, residuals or references, trackers, and the run's scratch copy).")
+      .def(
           "node_messages_sent",
           [](py_run& self, std::size_t k) { return self.visit([&](auto& r) { return r.messages_sent(k); }); },
           py::arg("k"), "node_messages_sent(k) -> int\n\nEnvelopes local node k has sent.")

@@ -415,7 +415,9 @@ class GossipOptimizer(torch.optim.Optimizer):
         "max_staleness", "final_rounds", "process_bytes_sent", "average_bytes"}: bytes_sent and
         messages_sent are this node's gossip; messages_dropped, max_staleness and
         process_bytes_sent its run's (all nodes when a Loopback steps every node at once);
-        average_bytes what this node's average() calls sent."""
+        average_bytes what this node's average() calls sent; state_bytes what the gossip keeps for
+        this node beside its parameters (numerator, residuals or link references, trackers, a
+        scratch copy; the host mirror when staged)."""
         run = self._current()
         k = 0 if self._run is not None else self.node
         if run is None:
@@ -428,6 +430,8 @@ class GossipOptimizer(torch.optim.Optimizer):
                    "messages_dropped": run.messages_dropped, "max_staleness": run.max_staleness,
                    "final_rounds": run.final_rounds, "process_bytes_sent": run.bytes_sent}
         out["average_bytes"] = self._average_bytes
+        staged = 4 * self._host.numel() * (2 if self._grads is not None else 1) if self._staged else 0
+        out["state_bytes"] = (run.node_state_bytes(k) if run is not None else 0) + staged
         return out
 
     # --- state -----------------------------------------------------------------------------------

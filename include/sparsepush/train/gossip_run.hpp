@@ -166,6 +166,11 @@ class gossip_run {
       else return a->bytes_sent();
     }, alg_);
   }
+  /// Bytes of state local node k keeps beside the caller's model: the algorithm's (its numerator,
+  /// weight, residuals or references, and a tracker's instance) and the run's scratch copy.
+  std::size_t state_bytes(std::size_t k) const {
+    return std::visit([&](const auto& a) -> std::size_t { return a->state_bytes(k); }, alg_) + dim_ * sizeof(float);
+  }
   /// Envelopes local node k has sent (the process's where its network keeps no per-node count).
   std::size_t messages_sent(std::size_t k) const {
     return std::visit([&](const auto& a) -> std::size_t {
