@@ -16,6 +16,7 @@ python3-torchvision and dataset-fashion-mnist. With the defaults (4 threads, 200
 32, skew 0.8) it takes about a minute on 2 cores.
 """
 import argparse
+import concurrent.futures
 import os
 import threading
 
@@ -104,21 +105,8 @@ def main():
         train(info["rank"], info["nodes"], a, data)
         return
     net = spt.Loopback(a.nodes)
-    errors = []
-
-    def run(i):
-        try:
-            train(i, a.nodes, a, data, net)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            errors.append(e)
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(a.nodes)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        raise errors[0]
-
+    with concurrent.futures.ThreadPoolExecutor(a.nodes) as pool:  # a node per thread; a node's error re-raised
+        list(pool.map(lambda i: train(i, a.nodes, a, data, net), range(a.nodes)))
 
 if __name__ == "__main__":
     main()
