@@ -112,6 +112,7 @@ class Loopback:
             else:
                 self._run.restore(state)
 
+
 def launch_info():
     """{"kind": "mpi" or "torch", "nodes": N, "rank": r} under mpirun or torchrun (one node per
     process: node r of N), else None. An initialized torch.distributed says it; else the launcher's
@@ -130,6 +131,7 @@ def _launcher():
     """'torch' under torchrun or an initialized torch.distributed, 'mpi' under mpirun, else None."""
     info = launch_info()
     return None if info is None else info["kind"]
+
 
 class _TorchFrames:
     """Moves a round's frames over torch.distributed point-to-point: sizes first, then the bytes.
@@ -186,7 +188,7 @@ class _TorchFrames:
     def ordered_average(self, model, nodes):
         """ordered_average() over the ranks, one node each: rank r adds its model to rank r - 1's
         sum and passes it on; the last rank's sum reaches every rank. Returns the average and the
-        bytes this rank sent."""
+        bytes this rank sent (chain_bytes)."""
         import time
         dist, r, last = self.dist, self.node, nodes - 1
         deadline = time.monotonic() + self.timeout
@@ -194,17 +196,20 @@ class _TorchFrames:
         if r > 0:
             self._wait("the averaged model", [dist.irecv(acc, r - 1)], [(r - 1, "send")], "its partial sum", deadline)
         acc = torch.from_numpy(ordered_average([model], nodes, start=acc.numpy()))
-        sent = 0
         if r < last:
             self._wait("the averaged model", [dist.isend(acc, r + 1)], [(r + 1, "receive")], "the partial sum",
                        deadline)
-            sent += 4 * acc.numel()
             self._wait("the averaged model", [dist.irecv(acc, last)], [(last, "send")], "the average", deadline)
         else:
             reqs = [dist.isend(acc, q) for q in range(last)]
             self._wait("the averaged model", reqs, [(q, "receive") for q in range(last)], "the average", deadline)
-            sent += 4 * acc.numel() * last
-        return acc, sent
+        return acc, chain_bytes(acc.numel(), r, nodes)
+
+
+def chain_bytes(d, node, nodes):
+    """What node `node` of `nodes` sends for an ordered average of d float32 values: its partial sum
+    to the next node, or, the last node, the average to every other one (MpiNetwork's chain too)."""
+    return 4 * d * (nodes - 1 if node == nodes - 1 else 1) if nodes > 1 else 0
 
 
 def ordered_average(models, nodes=None, start=None):

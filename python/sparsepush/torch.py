@@ -30,7 +30,7 @@ import torch
 
 from . import _core
 from ._torch_data import ShardSampler
-from ._torch_networks import Loopback, _launcher, _TorchFrames, launch_info
+from ._torch_networks import Loopback, _launcher, _TorchFrames, chain_bytes, launch_info
 
 __all__ = ["GossipOptimizer", "Loopback", "ShardSampler", "gossip_options", "launch_info"]
 
@@ -73,8 +73,8 @@ class GossipOptimizer(torch.optim.Optimizer):
     requires_grad False are left alone. On the CPU the parameters are views of the buffer the
     gossip mixes (no copy); on another device (a GPU) they are views of one flat tensor there, and
     each step copies it to a host mirror, runs the round there and copies the model back
-    (host_staged=True takes that path on the CPU too). network: None (the launcher: mpirun or torchrun), "mpi", "torch", or a
-    Loopback (then node= says which node this is). model: the module (optional): it names
+    (host_staged=True takes that path on the CPU too). network: None (the launcher: mpirun or
+    torchrun), "mpi", "torch", or a Loopback (then node= says which node this is). model: the module (optional): it names
     parameters in errors, and its buffers are what `buffers` acts on. buffers="gossip" (the
     default): the model's float32 buffers (BatchNorm's running mean and variance) join the flat
     tensor and are mixed like the parameters, so finish() leaves them at the nodes' average;
@@ -387,9 +387,8 @@ class GossipOptimizer(torch.optim.Optimizer):
         if isinstance(self._net, Loopback):
             return self._net._average(self.node)
         if self._mpi is not None:
-            last = self._mpi.ranks - 1
             avg = torch.from_numpy(self._mpi.ordered_average([self._host]))
-            self._average_bytes += 4 * avg.numel() * (last if self.node == last else 1) if last else 0
+            self._average_bytes += chain_bytes(avg.numel(), self.node, self._spec["nodes"])
             return avg
         avg, sent = self._exchange_frames.ordered_average(self._host, self._spec["nodes"])
         self._average_bytes += sent
@@ -478,8 +477,8 @@ class GossipOptimizer(torch.optim.Optimizer):
             self._run.restore(mine["gossip"])
         self.optimizer.load_state_dict(sd)
         with torch.no_grad():
-            self._flat.copy_(mine["model"])
             self._host.copy_(mine["model"])
+            self._to_device()
 
     def __getstate__(self):
         raise TypeError("GossipOptimizer cannot be pickled or deep-copied: it holds this node's live network and "

@@ -88,6 +88,11 @@ def test_buffers_setting_is_checked():
     m[1].running_mean = m[1].running_mean.double()
     with pytest.raises(sparsepush.ConfigError, match=r"buffer 1.running_mean \(shape \(32,\)\) is torch.float64"):
         spt.GossipOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), network=spt.Loopback(2), node=0, model=m)
+    m = make()
+    m.register_buffer("elsewhere", torch.zeros(3, device="meta"))
+    with pytest.raises(sparsepush.ConfigError, match=r"buffer elsewhere \(shape \(3,\)\) is on meta, the parameters on "
+                                                     r"cpu \(model.to\(device\)\)"):
+        spt.GossipOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), network=spt.Loopback(2), node=0, model=m)
     # without model= the wrapper sees no buffer; with "local" the flat tensor holds the parameters alone
     n_params = sum(p.numel() for p in make().parameters())
     a = make()

@@ -89,8 +89,8 @@ class gossip_run {
                          "has tracking off)");
     check_buffers(grads, "gradient");
     for (std::size_t k = 0; k < local_; ++k)
-      detail::check_finite(std::span<const float>(grads[k]), context{0, first_node() + static_cast<std::uint32_t>(k), round_},
-                   "gradient");
+      detail::check_finite(std::span<const float>(grads[k]),
+                           context{0, first_node() + static_cast<std::uint32_t>(k), round_}, "gradient");
     std::visit(
         [&](auto& a) {
           if constexpr (requires { a->gradient(0); })

@@ -43,10 +43,17 @@ def load(out, n):
              np.load(os.path.join(out, f"average{i}.npy"))) for i in range(n)]
 
 
-def check_average(out, n, what):
-    """Every node's average() is the same bits, and the mean of the nodes' models (in double, here)."""
+def check_average(out, n, what, launched=True):
+    """Every node's average() is the same bits, and the mean of the nodes' models (in double, here);
+    its bytes: none in one process, else each node's partial sum and the last node's result to
+    every other node."""
     before = np.stack([np.load(os.path.join(out, f"before{i}.npy")) for i in range(n)]).astype(np.float64)
     avgs = [np.load(os.path.join(out, f"average{i}.npy")) for i in range(n)]
+    for i in range(n):
+        sent = json.load(open(os.path.join(out, f"node{i}.json")))["average_bytes"]
+        want = 4 * avgs[0].size * ((n - 1) if i == n - 1 else 1) if launched else 0
+        if sent != want:
+            sys.exit(f"{what}: node {i}'s average() sent {sent} bytes, {want} were due")
     mean = before.mean(0)
     for i, a in enumerate(avgs):
         if a.tobytes() != avgs[0].tobytes():
@@ -76,7 +83,7 @@ def main():
             ref = os.path.join(tmp, name + "-loopback")
             run([py, WORKER, ref, str(STEPS), opts, "--loopback", str(a.np)], f"{name} over a Loopback")
             want = load(ref, a.np)
-            check_average(ref, a.np, f"{name} over a Loopback")
+            check_average(ref, a.np, f"{name} over a Loopback", launched=False)
             spread = max(np.abs(m - want[0][0]).max() for m, _, _ in want)
             print(f"{name}: {a.np} nodes over a Loopback, largest distance between nodes {spread:.3g}")
             if a.mpiexec:
